@@ -1,0 +1,112 @@
+"""Settings, read once from JCT_* environment variables (and `.env`) at the entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+TOOLSETS = ("worker", "observe", "review", "admin")
+VERDICTS = ("pass", "partial", "fail")
+
+
+def _split_csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def async_database_url(url: str) -> str:
+    """Map the URL forms people paste (`sqlite:///x.db`, `postgres://...`) onto the async drivers."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ValueError(f"database URL {url!r} has no scheme; use sqlite:///path.db or postgresql://user@host/db")
+    base = scheme.split("+", 1)[0].lower()
+    if base == "sqlite":
+        return f"sqlite+aiosqlite://{rest}"
+    if base in ("postgresql", "postgres"):
+        return f"postgresql+asyncpg://{rest}"
+    raise ValueError(f"unsupported database {scheme!r}; JCT runs on sqlite or postgresql")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JCT_", env_file=".env", extra="ignore", populate_by_name=True)
+
+    home: Path = Path(".jct")
+    database_url: str = Field(default="", validation_alias=AliasChoices("JCT_DATABASE_URL", "DATABASE_URL"))
+    trace_root: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    auth: Literal["none", "token"] = "none"
+    agent_id: str = ""
+    lease_seconds: int = Field(default=900, ge=5, le=7 * 86400)
+    sweep_interval_seconds: float = Field(default=5.0, gt=0, le=3600)
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    allowed_repo_prefixes: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    review_auto_approve: bool = True
+    review_auto_approve_verdicts: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["pass"])
+    max_artifact_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    toolsets: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(TOOLSETS))
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    _csv = field_validator(
+        "allowed_repo_prefixes", "review_auto_approve_verdicts", "toolsets", "allowed_hosts", mode="before"
+    )(_split_csv)
+
+    @field_validator("toolsets")
+    @classmethod
+    def _known_toolsets(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(TOOLSETS))
+        if unknown:
+            raise ValueError(f"unknown toolsets {unknown}; choose from {', '.join(TOOLSETS)}")
+        return value
+
+    @field_validator("review_auto_approve_verdicts")
+    @classmethod
+    def _known_verdicts(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(VERDICTS))
+        if unknown:
+            raise ValueError(f"unknown verdicts {unknown}; choose from {', '.join(VERDICTS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _derive_paths(self) -> Settings:
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.home / 'jct.db'}"
+        self.database_url = async_database_url(self.database_url)
+        if self.trace_root is None:
+            self.trace_root = self.home / "traces"
+        return self
+
+    @property
+    def traces(self) -> Path:
+        assert self.trace_root is not None  # set by _derive_paths
+        return self.trace_root
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    def effective(self) -> dict[str, str]:
+        """The values in force, for `jct config`, with secrets masked."""
+        shown: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name == "database_url":
+                value = _mask_password(value)
+            if isinstance(value, list):
+                value = ",".join(value)
+            shown[f"JCT_{name.upper()}"] = str(value)
+        return shown
+
+
+def _mask_password(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    user = creds.split(":", 1)[0]
+    return f"{scheme}{sep}{user}:***@{host}"

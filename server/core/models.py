@@ -1,0 +1,169 @@
+"""The domain's vocabulary: who acts, the closed enums, and input limits."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal, NewType, TypeVar
+
+from server.errors import invalid
+
+TaskId = NewType("TaskId", str)
+RunId = NewType("RunId", str)
+IssueId = NewType("IssueId", str)
+EvidencePackId = NewType("EvidencePackId", str)
+ArtifactId = NewType("ArtifactId", str)
+
+ActorKind = Literal["agent", "human", "system"]
+E = TypeVar("E", bound=StrEnum)
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is calling. Claims are bound to `actor_id`, never to a connection or MCP session."""
+
+    actor_id: str
+    actor_kind: ActorKind = "agent"
+    name: str = ""
+    client: str = ""
+    admin: bool = False
+
+    def executor(self) -> dict[str, str]:
+        return {"actor_id": self.actor_id, "actor_kind": self.actor_kind, "name": self.name, "client": self.client}
+
+
+SYSTEM = Actor(actor_id="jct", actor_kind="system", name="jct")
+
+
+class Operation(StrEnum):
+    CODE_CHANGE = "code_change"
+    DOCS = "docs"
+    ANALYSIS = "analysis"
+    OPS = "ops"
+
+
+class Priority(StrEnum):
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+    P3 = "P3"
+    P4 = "P4"
+
+
+class TaskStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    UNDER_REVIEW = "under_review"
+    NEEDS_CHANGES = "needs_changes"
+    EXPIRED = "expired"
+    RELEASED = "released"
+    CANCELLED = "cancelled"
+
+
+class IssueStatus(StrEnum):
+    READY = "ready"
+    RUNNING = "running"
+    UNDER_REVIEW = "under_review"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ArtifactType(StrEnum):
+    CODE_PATCH = "code_patch"
+    COMMIT = "commit"
+    DOC = "doc"
+    REPORT = "report"
+    LOG = "log"
+    TRACE = "trace"
+
+
+class EventKind(StrEnum):
+    PROGRESS = "progress"
+    MILESTONE = "milestone"
+    DECISION = "decision"
+    BLOCKER = "blocker"
+
+
+class Decision(StrEnum):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    NEEDS_CHANGES = "needs_changes"
+
+
+class EntityKind(StrEnum):
+    TASK = "Task"
+    ISSUE = "Issue"
+    RUN = "Run"
+    ARTIFACT = "Artifact"
+    EVIDENCE_PACK = "EvidencePack"
+
+
+class Limits:
+    """The maximum size of every text a client can send (documented in the README)."""
+
+    OBJECTIVE = 4_000
+    SUMMARY = 20_000
+    CRITERION = 1_000
+    CRITERIA = 50
+    REPO = 512
+    REF = 256
+    PATH = 1_024
+    TITLE = 200
+    IDEMPOTENCY_KEY = 256
+    MEDIA_TYPE = 128
+    URI = 2_048
+    MESSAGE = 4_000
+    REASON = 4_000
+    NAME = 128
+    OUTPUTS = 64_000
+    LIST = 100
+
+
+# Control characters other than tab, newline and carriage return.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def check_text(value: str, field: str, limit: int, *, required: bool = True, single_line: bool = False) -> str:
+    """Reject control characters and oversized text with a message that names the field and the limit."""
+    if required and not value.strip():
+        raise invalid(f"{field} must not be empty.", f"Give a non-empty {field}.")
+    if len(value) > limit:
+        raise invalid(f"{field} is {len(value)} characters; the limit is {limit}.", f"Shorten {field}.")
+    if _CONTROL.search(value) or (single_line and ("\n" in value or "\r" in value)):
+        raise invalid(f"{field} contains control characters.", f"Send {field} as plain printable text.")
+    return value
+
+
+def parse_id(value: str, field: str) -> str:
+    """Ids are canonical UUID strings; anything else is a caller mistake, not a lookup miss."""
+    try:
+        canonical = str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise invalid(
+            f"{field} {value[:64]!r} is not a UUID.", f"Pass the {field} exactly as JCT returned it."
+        ) from None
+    return canonical
+
+
+def parse_enum(enum: type[E], value: str, field: str) -> E:
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in enum)
+        raise invalid(f"{field} {value[:64]!r} is not one of: {choices}.", f"Use one of: {choices}.") from None
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,114 @@
+"""Read-only views: a task, a run, its evidence, an artifact's content, the audit trail."""
+
+from __future__ import annotations
+
+import anyio
+
+from server.core import results, views
+from server.core.models import EntityKind, parse_enum, parse_id
+from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.db import queries
+from server.errors import ErrorCode, JctError, invalid
+
+RUN_EVENTS_SHOWN = 50
+RUNS_SHOWN = 20
+
+
+async def get_task(core: Core, task_id: str) -> results.TaskView:
+    task_id = parse_id(task_id, "task_id")
+    async with core.db.read() as conn:
+        task = await queries.get_task(conn, task_id)
+        if task is None:
+            raise JctError(
+                ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Use jct_list_tasks to find tasks."
+            )
+        runs = await queries.runs_of_task(conn, task_id, RUNS_SHOWN)
+    return results.TaskView(task=views.task_detail(task), runs=[views.run_summary(run) for run in runs])
+
+
+async def get_run(core: Core, run_id: str) -> results.RunView:
+    run_id = parse_id(run_id, "run_id")
+    async with core.db.read() as conn:
+        run = await queries.get_run(conn, run_id)
+        if run is None:
+            raise JctError(
+                ErrorCode.RUN_NOT_FOUND, f"Run {run_id} does not exist.", "Use jct_get_task to list a task's runs."
+            )
+        artifacts = await queries.artifacts_of_run(conn, run_id)
+        events = await queries.run_events(conn, run_id, RUN_EVENTS_SHOWN)
+        pack = await queries.evidence_pack_for_run(conn, run_id)
+    return results.RunView(
+        run=views.run_detail(run),
+        artifacts=[views.artifact(a) for a in artifacts],
+        events=[views.run_event(e) for e in events],
+        evidence_pack=views.evidence_summary(pack) if pack is not None else None,
+    )
+
+
+async def get_evidence(core: Core, run_id: str) -> results.EvidenceView:
+    run_id = parse_id(run_id, "run_id")
+    async with core.db.read() as conn:
+        pack = await queries.evidence_pack_for_run(conn, run_id)
+        if pack is None:
+            if await queries.get_run(conn, run_id) is None:
+                raise JctError(ErrorCode.RUN_NOT_FOUND, f"Run {run_id} does not exist.", "Check the run_id.")
+            raise JctError(
+                ErrorCode.EVIDENCE_PACK_NOT_FOUND,
+                f"Run {run_id} has no evidence pack yet.",
+                "Evidence is created when the run is completed with jct_complete_task.",
+            )
+    return results.EvidenceView(evidence_pack=views.evidence_detail(pack))
+
+
+async def get_artifact(
+    core: Core, artifact_id: str, *, offset: int = 0, max_chars: int = 20_000
+) -> results.ArtifactContent:
+    artifact_id = parse_id(artifact_id, "artifact_id")
+    if offset < 0:
+        raise invalid(f"offset {offset} is negative.", "Start at 0, or at next_offset from the previous call.")
+    if not 1 <= max_chars <= 100_000:
+        raise invalid(f"max_chars {max_chars} is outside 1..100000.", "Ask for at most 100,000 characters at a time.")
+    async with core.db.read() as conn:
+        row = await queries.get_artifact(conn, artifact_id)
+    if row is None:
+        raise JctError(
+            ErrorCode.ARTIFACT_NOT_FOUND,
+            f"Artifact {artifact_id} does not exist.",
+            "Use jct_get_run to list a run's artifacts.",
+        )
+    view = views.artifact(row)
+    if not row["stored"]:
+        return results.ArtifactContent(artifact=view, offset=0, total_chars=0, truncated=False)
+    text, total, more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], offset, max_chars)
+    if more:
+        rest = total - offset - len(text)
+        text += f"\n[... truncated: {rest} more characters; call again with offset={offset + len(text)}]"
+    return results.ArtifactContent(
+        artifact=view,
+        content=text,
+        offset=offset,
+        total_chars=total,
+        truncated=more,
+        next_offset=offset + max_chars if more else None,
+    )
+
+
+async def get_audit_trail(
+    core: Core, entity_kind: str, entity_id: str, *, limit: int = 50, cursor: str | None = None
+) -> results.AuditTrail:
+    kind = parse_enum(EntityKind, entity_kind, "entity_kind")
+    entity_id = parse_id(entity_id, "entity_id")
+    check_limit(limit, 200)
+    after_id = None
+    if cursor is not None:
+        (after,) = decode_cursor(cursor, 1)
+        if not isinstance(after, int):
+            raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page.")
+        after_id = after
+    async with core.db.read() as conn:
+        rows = await queries.audit_trail(conn, kind.value, entity_id, after_id, limit + 1)
+    page = rows[:limit]
+    next_cursor = encode_cursor(page[-1]["id"]) if len(rows) > limit else None
+    return results.AuditTrail(
+        entries=[views.audit_entry(row) for row in page], count=len(page), next_cursor=next_cursor
+    )

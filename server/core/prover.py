@@ -1,0 +1,339 @@
+"""The deterministic prover: turns a finished run into an evidence pack, check by check (DESIGN section 8).
+
+Pure functions over plain data: no database, no I/O. The same input always gives the same verdict.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from server.errors import invalid
+
+CriterionStatus = Literal["satisfied", "unsatisfied", "unverified"]
+Verdict = Literal["pass", "fail", "partial"]
+
+PROVER_ID = "jct-prover-1"
+MAX_CLAIMS = 100
+
+
+@dataclass(frozen=True)
+class ProverArtifact:
+    id: str
+    type: str
+    title: str
+    content: str | None
+
+
+@dataclass(frozen=True)
+class CriterionClaim:
+    index: int
+    status: Literal["satisfied", "unsatisfied"]
+    evidence: tuple[str, ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class ProverInput:
+    operation: str
+    success: bool
+    target_path: str
+    time_budget_seconds: int
+    duration_seconds: float
+    acceptance_criteria: tuple[str, ...]
+    claims: tuple[CriterionClaim, ...]
+    artifacts: tuple[ProverArtifact, ...]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class CriterionResult:
+    criterion: str
+    status: CriterionStatus
+    evidence: tuple[str, ...]
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    verdict: Verdict
+    verdict_reason: str
+    checks: tuple[Check, ...]
+    criteria_results: tuple[CriterionResult, ...]
+    evidence_collected: tuple[dict[str, str], ...]
+    evidence_missing: tuple[str, ...]
+    unexpected_files: tuple[str, ...]
+
+
+REQUIRED_EVIDENCE: dict[str, tuple[str, ...]] = {
+    "code_change": ("code_patch", "commit"),
+    "docs": ("doc", "code_patch"),
+    "analysis": ("report",),
+    "ops": ("log", "report"),
+}
+# Checks whose failure fails the run outright; any other failed check only makes it partial.
+FAILING_CHECKS = frozenset({"run_succeeded", "scope", "tests", "criteria"})
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_COUNT = re.compile(r"(\d+) ([a-z]+)")
+_ITEMS = r"\d+ [a-z]+(?:, \d+ [a-z]+)*"
+# Anchored to the whole line so prose such as "2 failed attempts" in a log is never read as a summary.
+_PYTEST = re.compile(rf"^=*\s*({_ITEMS})(?: in [\d.]+m?s(?: \([\d:]+\))?)?\s*=*$")
+_JEST = re.compile(rf"^Tests:\s+({_ITEMS})\s*$")
+_CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed;")
+_GO_OK = re.compile(r"^ok\s+\S+\t")
+_GO_FAIL_PKG = re.compile(r"^FAIL\t\S+")
+_GO_FAIL_TEST = re.compile(r"^--- FAIL: ")
+_FAILURE_WORDS = frozenset({"failed", "error", "errors"})
+
+_DIFF_GIT = re.compile(r'^diff --git "?a/(.+?)"? "?b/(.+?)"?$')
+_OLD_FILE = re.compile(r'^--- "?(?:a/)?(.+?)"?(?:\t.*)?$')
+_NEW_FILE = re.compile(r'^\+\+\+ "?(?:b/)?(.+?)"?(?:\t.*)?$')
+
+
+def prove(inp: ProverInput) -> Evidence:
+    """Run the six checks over a finished run and decide its verdict."""
+    evidence_missing: list[str] = []
+    required = _check_required_evidence(inp, evidence_missing)
+    results = _criteria_results(inp, evidence_missing)
+    scope, unexpected = _check_scope(inp)
+    checks = (
+        Check("run_succeeded", inp.success, "agent reported success" if inp.success else "agent reported failure"),
+        required,
+        _check_criteria(results),
+        scope,
+        _check_tests(inp.artifacts),
+        _check_time_budget(inp),
+    )
+    verdict, reason = _decide(checks, results)
+    return Evidence(
+        verdict=verdict,
+        verdict_reason=reason,
+        checks=checks,
+        criteria_results=results,
+        evidence_collected=tuple({"artifact_id": a.id, "type": a.type, "title": a.title} for a in inp.artifacts),
+        evidence_missing=tuple(evidence_missing),
+        unexpected_files=unexpected,
+    )
+
+
+def _check_required_evidence(inp: ProverInput, missing: list[str]) -> Check:
+    wanted = REQUIRED_EVIDENCE.get(inp.operation)
+    if wanted is None:
+        return Check("required_evidence", None, f"no evidence rule for operation '{inp.operation}'")
+    found = [a for a in inp.artifacts if a.type in wanted]
+    if found:
+        return Check("required_evidence", True, f"{found[0].type} artifact '{found[0].title}'")
+    item = f"a {' or '.join(wanted)} artifact"
+    missing.append(item)
+    return Check("required_evidence", False, f"missing {item}")
+
+
+def _criteria_results(inp: ProverInput, missing: list[str]) -> tuple[CriterionResult, ...]:
+    run_ids = {a.id for a in inp.artifacts}
+    claims = {c.index: c for c in inp.claims}
+    results: list[CriterionResult] = []
+    for index, criterion in enumerate(inp.acceptance_criteria):
+        claim = claims.get(index)
+        if claim is None:
+            results.append(CriterionResult(criterion, "unverified", (), None))
+            missing.append(f"evidence for criterion {index}: {criterion}")
+            continue
+        # A citation only counts when the artifact was reported on this run; ids from elsewhere prove nothing.
+        cited = tuple(dict.fromkeys(e for e in claim.evidence if e in run_ids))
+        status: CriterionStatus = claim.status
+        if status == "satisfied" and not cited:
+            status = "unverified"
+            missing.append(f"evidence for criterion {index}: {criterion}")
+        results.append(CriterionResult(criterion, status, cited, claim.note))
+    return tuple(results)
+
+
+def _check_criteria(results: Sequence[CriterionResult]) -> Check:
+    total = len(results)
+    if total == 0:
+        return Check("criteria", True, "no acceptance criteria to check")
+    unsatisfied = sum(r.status == "unsatisfied" for r in results)
+    unverified = sum(r.status == "unverified" for r in results)
+    if unsatisfied:
+        return Check("criteria", False, f"{unsatisfied} of {total} unsatisfied")
+    if unverified:
+        return Check("criteria", None, f"{unverified} of {total} unverified")
+    return Check("criteria", True, f"{total}/{total} satisfied")
+
+
+def _normalise_path(path: str) -> str:
+    path = path.strip()
+    while path.startswith("./"):
+        path = path[2:]
+    path = path.lstrip("/").rstrip("/")
+    return "" if path in ("", ".") else posixpath.normpath(path)
+
+
+def _is_under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
+
+
+def _check_scope(inp: ProverInput) -> tuple[Check, tuple[str, ...]]:
+    target = _normalise_path(inp.target_path)
+    if not target:
+        return Check("scope", None, "no target_path set; the whole repo is in scope"), ()
+    files = [
+        _normalise_path(f) for a in inp.artifacts if a.type == "code_patch" and a.content for f in diff_files(a.content)
+    ]
+    if not files:
+        return Check("scope", None, "no inline code_patch diffs to check"), ()
+    outside = tuple(dict.fromkeys(f for f in files if not _is_under(f, target)))
+    if not outside:
+        return Check("scope", True, f"{_files(len(set(files)))} changed, all under {target}/"), ()
+    shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
+    return Check("scope", False, f"{_files(len(outside))} outside {target}/: {shown}"), outside
+
+
+def _files(count: int) -> str:
+    return f"{count} file" if count == 1 else f"{count} files"
+
+
+def _check_tests(artifacts: Sequence[ProverArtifact]) -> Check:
+    logs = [a for a in artifacts if a.type == "log" and a.content]
+    if not logs:
+        return Check("tests", None, "no log artifact with content")
+    summaries = [s for s in (parse_test_summary(a.content or "") for a in logs) if s is not None]
+    if not summaries:
+        return Check("tests", None, f"no recognisable test summary in {len(logs)} log artifact(s)")
+    passed = sum(p for p, _ in summaries)
+    failed = sum(f for _, f in summaries)
+    return Check("tests", failed == 0, f"{failed} failed, {passed} passed")
+
+
+def _check_time_budget(inp: ProverInput) -> Check:
+    took, budget = inp.duration_seconds, inp.time_budget_seconds
+    if took <= budget:
+        return Check("time_budget", True, f"took {took:.1f}s of a {budget}s budget")
+    return Check("time_budget", False, f"took {took:.1f}s, over the {budget}s budget")
+
+
+def _decide(checks: Sequence[Check], results: Sequence[CriterionResult]) -> tuple[Verdict, str]:
+    failing = [c for c in checks if c.passed is False and c.name in FAILING_CHECKS]
+    if failing:
+        return "fail", "fail: " + ", ".join(f"{c.name} ({c.detail})" for c in failing)
+    # The criteria check is skipped (None) exactly when some criteria are unverified, which still blocks a pass.
+    lacking = [c for c in checks if c.passed is False or (c.name == "criteria" and c.passed is None)]
+    if lacking:
+        return "partial", "partial: " + ", ".join(f"{c.name} ({c.detail})" for c in lacking)
+    skipped = [c.name for c in checks if c.passed is None]
+    checked = f"all checks passed ({', '.join(skipped)} skipped)" if skipped else "all checks passed"
+    total = len(results)
+    criteria = f"{total}/{total} criteria satisfied" if total else "there are no acceptance criteria"
+    return "pass", f"pass: {checked} and {criteria}"
+
+
+def parse_test_summary(text: str) -> tuple[int, int] | None:
+    """Sum the (passed, failed) counts of every test-runner summary in a log, or None if there is none."""
+    passed = failed = 0
+    found = False
+    go_pending = 0  # go prints "--- FAIL: TestX" lines before its package's "FAIL\tpkg" line
+    for raw in text.splitlines():
+        line = _ANSI.sub("", raw).rstrip()
+        counts = _line_counts(line.strip())
+        if counts is not None:
+            passed, failed, found = passed + counts[0], failed + counts[1], True
+        elif _GO_OK.match(line):
+            passed, found = passed + 1, True
+        elif _GO_FAIL_TEST.match(line):
+            go_pending += 1
+        elif _GO_FAIL_PKG.match(line):
+            failed, go_pending, found = failed + max(go_pending, 1), 0, True
+    if go_pending:
+        failed, found = failed + go_pending, True
+    return (passed, failed) if found else None
+
+
+def _line_counts(line: str) -> tuple[int, int] | None:
+    """Counts from one line if it is a cargo, jest or pytest/plain summary; each line is read by one format only."""
+    if cargo := _CARGO.match(line):
+        return int(cargo.group(1)), int(cargo.group(2))
+    match = _JEST.match(line) or _PYTEST.match(line)
+    if match is None:
+        return None
+    counts = [(int(n), word) for n, word in _COUNT.findall(match.group(1))]
+    if not any(word == "passed" or word in _FAILURE_WORDS for _, word in counts):
+        return None
+    return sum(n for n, w in counts if w == "passed"), sum(n for n, w in counts if w in _FAILURE_WORDS)
+
+
+def diff_files(patch: str) -> tuple[str, ...]:
+    """Files a unified diff touches, in order of first mention, without duplicates or /dev/null."""
+    files: list[str] = []
+    lines = patch.splitlines()
+    for i, line in enumerate(lines):
+        if git := _DIFF_GIT.match(line):
+            files.extend(git.groups())
+        # A "--- " line is a header only when "+++ " follows; inside a hunk it is a removed "-- ..." line.
+        elif (old := _OLD_FILE.match(line)) and i + 1 < len(lines) and (new := _NEW_FILE.match(lines[i + 1])):
+            files.extend((old.group(1), new.group(1)))
+    return tuple(f for f in dict.fromkeys(files) if f != "/dev/null")
+
+
+def resolve_claims(criteria: Sequence[str], raw: Sequence[Mapping[str, object]]) -> tuple[CriterionClaim, ...]:
+    """Validate the agent's criteria_results and pin each one to the index of the criterion it is about."""
+    if len(raw) > MAX_CLAIMS:
+        raise invalid(f"criteria_results has {len(raw)} items; at most {MAX_CLAIMS} are allowed.")
+    claims = [_resolve_claim(criteria, item, f"criteria_results[{n}]") for n, item in enumerate(raw)]
+    seen: set[int] = set()
+    for n, claim in enumerate(claims):
+        if claim.index in seen:
+            raise invalid(f"criteria_results[{n}] repeats criterion {claim.index}.", _criteria_hint(criteria))
+        seen.add(claim.index)
+    return tuple(claims)
+
+
+def _resolve_claim(criteria: Sequence[str], item: object, where: str) -> CriterionClaim:
+    if not isinstance(item, Mapping):
+        raise invalid(f"{where} must be an object, got {type(item).__name__}.", _criteria_hint(criteria))
+    unknown = sorted(str(k) for k in item if k not in ("criterion", "status", "evidence", "note"))
+    if unknown:
+        raise invalid(f"{where} has unknown field(s): {', '.join(unknown)}.", _criteria_hint(criteria))
+    index = _criterion_index(criteria, item.get("criterion"), where)
+    status = item.get("status")
+    if status != "satisfied" and status != "unsatisfied":
+        raise invalid(f"{where}.status must be 'satisfied' or 'unsatisfied', got {status!r}.")
+    evidence = item.get("evidence", [])
+    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+        raise invalid(f"{where}.evidence must be a list of artifact id strings.", "Cite artifact ids of this run.")
+    note = item.get("note")
+    if note is not None and not isinstance(note, str):
+        raise invalid(f"{where}.note must be a string or omitted.")
+    return CriterionClaim(index, status, tuple(evidence), note)
+
+
+def _criterion_index(criteria: Sequence[str], ref: object, where: str) -> int:
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        if 0 <= ref < len(criteria):
+            return ref
+        raise invalid(f"{where}.criterion index {ref} is out of range.", _criteria_hint(criteria))
+    if isinstance(ref, str):
+        if ref in criteria:
+            return list(criteria).index(ref)
+        folded = ref.strip().casefold()
+        for index, criterion in enumerate(criteria):
+            if criterion.strip().casefold() == folded:
+                return index
+        raise invalid(f"{where}.criterion {ref!r} matches no acceptance criterion.", _criteria_hint(criteria))
+    raise invalid(f"{where}.criterion must be the criterion text or its 0-based index.", _criteria_hint(criteria))
+
+
+def _criteria_hint(criteria: Sequence[str]) -> str:
+    if not criteria:
+        return "This task has no acceptance criteria; send an empty criteria_results."
+    listed = "; ".join(f"{i}: {c[:60]}" for i, c in enumerate(criteria))
+    return f"Use a 0-based index 0..{len(criteria) - 1} or the exact criterion text ({listed})."

@@ -1,0 +1,402 @@
+"""The queue: enqueue behind the policy gate, list, claim, release, cancel, and its statistics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.core import results as r
+from server.core import views
+from server.core.models import (
+    Actor,
+    Limits,
+    Operation,
+    Priority,
+    TaskStatus,
+    check_text,
+    new_id,
+    parse_enum,
+    parse_id,
+)
+from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
+from server.db import claims, queries
+from server.errors import ErrorCode, JctError, invalid
+
+MIN_BUDGET, MAX_BUDGET = 30, 86_400
+LISTABLE_STATUSES = ("queued", "running", "completed", "failed", "cancelled", "all")
+
+
+# --- enqueue -----------------------------------------------------------------------------
+
+
+async def enqueue_task(
+    core: Core,
+    actor: Actor,
+    *,
+    objective: str,
+    operation: str,
+    target_repo: str,
+    target_ref: str = "main",
+    target_path: str = "",
+    time_budget_seconds: int = 3600,
+    priority: str = "P2",
+    acceptance_criteria: list[str] | None = None,
+    context_summary: str | None = None,
+    idempotency_key: str | None = None,
+    create_cwom: bool = True,
+) -> r.Enqueued:
+    request = _gate(
+        core,
+        objective=objective,
+        operation=operation,
+        target_repo=target_repo,
+        target_ref=target_ref,
+        target_path=target_path,
+        time_budget_seconds=time_budget_seconds,
+        priority=priority,
+        acceptance_criteria=acceptance_criteria or [],
+        context_summary=context_summary or "",
+        create_cwom=create_cwom,
+    )
+    if idempotency_key is not None:
+        check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
+    request_hash = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+    async with core.db.write() as conn:
+        if idempotency_key is not None:
+            existing = await queries.get_task_by_idempotency_key(conn, idempotency_key)
+            if existing is not None:
+                return _duplicate(existing, request_hash)
+        task, issue, packet, snapshot, audit = _bundle(core, actor, request, idempotency_key, request_hash)
+        inserted = await queries.insert_task_bundle(conn, task, issue, packet, snapshot, audit)
+        if not inserted:
+            assert idempotency_key is not None
+            winner = await queries.get_task_by_idempotency_key(conn, idempotency_key)
+            assert winner is not None
+            return _duplicate(winner, request_hash)
+    return r.Enqueued(task_id=task["id"], trace_id=task["trace_id"], status="queued", cwom_issue_id=task["issue_id"])
+
+
+def _gate(core: Core, **fields: Any) -> dict[str, Any]:
+    """The policy gate: every rule a task must meet before it is stored. Returns the normalised request."""
+    operation = parse_enum(Operation, fields["operation"], "operation")
+    priority = parse_enum(Priority, fields["priority"], "priority")
+    budget = fields["time_budget_seconds"]
+    if not MIN_BUDGET <= budget <= MAX_BUDGET:
+        raise JctError(
+            ErrorCode.BUDGET_OUT_OF_RANGE,
+            f"time_budget_seconds {budget} is outside {MIN_BUDGET}..{MAX_BUDGET}.",
+            f"Pick a budget between {MIN_BUDGET} seconds and {MAX_BUDGET} (24 hours).",
+        )
+    objective = check_text(fields["objective"], "objective", Limits.OBJECTIVE).strip()
+    repo = check_text(fields["target_repo"], "target_repo", Limits.REPO, single_line=True).strip()
+    allowed = core.settings.allowed_repo_prefixes
+    if allowed and not any(repo.startswith(prefix) for prefix in allowed):
+        raise JctError(
+            ErrorCode.REPO_NOT_ALLOWED,
+            f"Repository {repo!r} is not under an allowed prefix.",
+            f"Use a repository starting with one of: {', '.join(allowed)} (JCT_ALLOWED_REPO_PREFIXES).",
+        )
+    ref = check_text(fields["target_ref"], "target_ref", Limits.REF, single_line=True).strip()
+    if " " in ref:
+        raise invalid(f"target_ref {ref!r} contains spaces.", "Pass a branch, tag or commit name.")
+    path = _check_target_path(fields["target_path"])
+    criteria = fields["acceptance_criteria"]
+    if len(criteria) > Limits.CRITERIA:
+        raise invalid(f"{len(criteria)} acceptance criteria; the limit is {Limits.CRITERIA}.", "Merge or trim them.")
+    criteria = [check_text(c, f"acceptance_criteria[{i}]", Limits.CRITERION).strip() for i, c in enumerate(criteria)]
+    summary = check_text(fields["context_summary"], "context_summary", Limits.SUMMARY, required=False)
+    return {
+        "objective": objective,
+        "operation": operation.value,
+        "target_repo": repo,
+        "target_ref": ref,
+        "target_path": path,
+        "time_budget_seconds": budget,
+        "priority": priority.value,
+        "acceptance_criteria": criteria,
+        "context_summary": summary,
+        "create_cwom": fields["create_cwom"],
+    }
+
+
+def _check_target_path(path: str) -> str:
+    check_text(path, "target_path", Limits.PATH, required=False, single_line=True)
+    normalised = path.strip().removeprefix("./")
+    if normalised.startswith(("/", "\\")) or ":" in normalised[:3]:
+        raise invalid(f"target_path {path!r} is absolute.", "Give a path relative to the repository root.")
+    if ".." in normalised.replace("\\", "/").split("/"):
+        raise invalid(f"target_path {path!r} contains '..'.", "Give a path inside the repository, without '..'.")
+    return normalised
+
+
+def _bundle(
+    core: Core, actor: Actor, req: dict[str, Any], key: str | None, request_hash: str
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]]]:
+    now = datetime.now(UTC)
+    ts = core.now()
+    task_id, trace_id = new_id(), new_id()
+    issue = packet = snapshot = None
+    audit = []
+    if req["create_cwom"]:
+        issue_id, snapshot_id = new_id(), new_id()
+        title = req["objective"].splitlines()[0][: Limits.TITLE]
+        issue = {
+            "id": issue_id,
+            "title": title,
+            "type": req["operation"],
+            "priority": req["priority"],
+            "status": "ready",
+            "acceptance_criteria": req["acceptance_criteria"],
+            "created_at": ts,
+            "updated_at": ts,
+        }
+        packet = {
+            "id": new_id(),
+            "issue_id": issue_id,
+            "version": 1,
+            "summary": req["context_summary"],
+            "prior_art": [],
+            "files_of_interest": [req["target_path"]] if req["target_path"] else [],
+            "acceptance_criteria": req["acceptance_criteria"],
+            "data": {},
+            "review_feedback": None,
+            "created_at": ts,
+        }
+        snapshot = {
+            "id": snapshot_id,
+            "issue_id": issue_id,
+            "scope": "run",
+            "time_budget_seconds": req["time_budget_seconds"],
+            "allow_network": False,
+            "allow_secrets": False,
+            "allowed_paths": [req["target_path"]] if req["target_path"] else [],
+            "created_at": ts,
+        }
+        audit.append(audit_row(actor, "issue.created", "Issue", issue_id, None, {"status": "ready"}, trace_id, ts))
+    task = {
+        "id": task_id,
+        "operation": req["operation"],
+        "objective": req["objective"],
+        "target_repo": req["target_repo"],
+        "target_ref": req["target_ref"],
+        "target_path": req["target_path"],
+        "priority": req["priority"],
+        "time_budget_seconds": req["time_budget_seconds"],
+        "status": "queued",
+        "attempts": 0,
+        "max_attempts": core.settings.max_attempts,
+        "idempotency_key": key,
+        "request_hash": request_hash,
+        "trace_id": trace_id,
+        "issue_id": issue["id"] if issue else None,
+        "constraint_snapshot_id": snapshot["id"] if snapshot else None,
+        "requested_by": actor.actor_id,
+        "queued_at": ts if not core.db.is_sqlite else now,
+    }
+    after = {"status": "queued", "priority": req["priority"], "operation": req["operation"]}
+    audit.insert(0, audit_row(actor, "task.enqueued", "Task", task_id, None, after, trace_id, ts))
+    return task, issue, packet, snapshot, audit
+
+
+def _duplicate(existing: RowMapping, request_hash: str) -> r.Enqueued:
+    if existing["request_hash"] != request_hash:
+        raise JctError(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            f"idempotency_key was already used for task {existing['id']} with a different payload.",
+            "Use a new idempotency_key for a different task, or resend the original payload unchanged.",
+        )
+    return r.Enqueued(
+        task_id=existing["id"],
+        trace_id=existing["trace_id"],
+        status=existing["status"],
+        cwom_issue_id=existing["issue_id"],
+        duplicate=True,
+    )
+
+
+# --- list --------------------------------------------------------------------------------
+
+
+async def list_tasks(
+    core: Core, *, status: str = "queued", operation: str | None = None, limit: int = 10, cursor: str | None = None
+) -> r.TaskList:
+    if status not in LISTABLE_STATUSES:
+        raise invalid(f"status {status!r} is not one of: {', '.join(LISTABLE_STATUSES)}.", "Use one of those.")
+    op = parse_enum(Operation, operation, "operation").value if operation is not None else None
+    check_limit(limit)
+    after = None
+    if cursor is not None:
+        priority, queued_at, task_id = decode_cursor(cursor, 3)
+        try:
+            after = (str(priority), datetime.fromisoformat(str(queued_at)), str(task_id))
+        except ValueError:
+            raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page.") from None
+    async with core.db.read() as conn:
+        rows = await queries.list_tasks(conn, None if status == "all" else status, op, after, limit + 1)
+    page = rows[:limit]
+    next_cursor = None
+    if len(rows) > limit:
+        last = page[-1]
+        next_cursor = encode_cursor(last["priority"], last["queued_at"].isoformat(), last["id"])
+    return r.TaskList(tasks=[views.task_summary(row) for row in page], count=len(page), next_cursor=next_cursor)
+
+
+# --- claim -------------------------------------------------------------------------------
+
+
+async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
+    task_id = parse_id(task_id, "task_id")
+    claimed, bundle = await _claim(core, actor, task_id=task_id)
+    if claimed is None:
+        async with core.db.read() as conn:
+            task = await queries.get_task(conn, task_id)
+        if task is None:
+            raise JctError(
+                ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Use jct_list_tasks to find queued tasks."
+            )
+        raise JctError(
+            ErrorCode.TASK_ALREADY_CLAIMED,
+            f"Task {task_id} is no longer queued (current status: {task['status']}).",
+            "Use jct_claim_next or jct_list_tasks to find another available task.",
+        )
+    assert bundle is not None
+    return r.Claim(**_claim_fields(claimed, bundle))
+
+
+async def claim_next(
+    core: Core, actor: Actor, *, operation: str | None = None, repo_prefix: str | None = None
+) -> r.ClaimNext:
+    op = parse_enum(Operation, operation, "operation").value if operation is not None else None
+    if repo_prefix is not None:
+        check_text(repo_prefix, "repo_prefix", Limits.REPO, single_line=True)
+    claimed, bundle = await _claim(core, actor, operation=op, repo_prefix=repo_prefix)
+    if claimed is None:
+        return r.ClaimNext(claimed=False)
+    assert bundle is not None
+    return r.ClaimNext(claimed=True, **_claim_fields(claimed, bundle))
+
+
+Bundle = tuple[RowMapping, RowMapping | None, RowMapping | None]
+
+
+async def _claim(
+    core: Core,
+    actor: Actor,
+    *,
+    task_id: str | None = None,
+    operation: str | None = None,
+    repo_prefix: str | None = None,
+) -> tuple[claims.Claimed | None, Bundle | None]:
+    run_id = new_id()
+    request = claims.ClaimRequest(
+        run_id=run_id,
+        actor_id=actor.actor_id,
+        actor_kind=actor.actor_kind,
+        executor=actor.executor(),
+        lease_seconds=core.settings.lease_seconds,
+        artifact_root_uri=core.store.run_dir(run_id).as_uri(),
+        task_id=task_id,
+        operation=operation,
+        repo_prefix=repo_prefix,
+    )
+    claim = claims.claim_sqlite if core.db.is_sqlite else claims.claim_postgres
+    async with core.db.write() as conn:
+        claimed = await claim(conn, request)
+        if claimed is None:
+            return None, None
+        bundle = await _briefing(conn, claimed.task_id)
+    return claimed, bundle
+
+
+async def _briefing(conn: AsyncConnection, task_id: str) -> Bundle:
+    task = await queries.get_task(conn, task_id)
+    assert task is not None
+    packet = await queries.latest_context_packet(conn, task["issue_id"]) if task["issue_id"] else None
+    snapshot_id = task["constraint_snapshot_id"]
+    snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
+    return task, packet, snapshot
+
+
+def _claim_fields(claimed: claims.Claimed, bundle: Bundle) -> dict[str, Any]:
+    task, packet, snapshot = bundle
+    return {
+        "task_id": task["id"],
+        "run_id": task["active_run_id"],
+        "trace_id": task["trace_id"],
+        "objective": task["objective"],
+        "operation": task["operation"],
+        "target": views.target(task),
+        "attempt": claimed.attempt,
+        "lease_expires_at": claimed.lease_expires_at,
+        "constraints": views.constraints(snapshot, task),
+        "context_packet": views.context_packet(packet),
+        "constraint_snapshot": views.constraint_snapshot(snapshot, task),
+    }
+
+
+# --- cancel ------------------------------------------------------------------------------
+
+
+async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.Cancelled:
+    task_id = parse_id(task_id, "task_id")
+    check_text(reason, "reason", Limits.REASON)
+    ts = core.now()
+    async with core.db.write() as conn:
+        before = await queries.get_task(conn, task_id)
+        if before is None:
+            raise JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id.")
+        task = await queries.update_task(
+            conn,
+            task_id,
+            {"status": "cancelled", "active_run_id": None, "completed_at": ts, "error": f"cancelled: {reason}"},
+            status_in=(TaskStatus.QUEUED, TaskStatus.RUNNING),
+        )
+        if task is None:
+            raise invalid(
+                f"Task {task_id} is {before['status']}; only queued or running tasks can be cancelled.",
+                "Nothing to do: the task has already ended.",
+            )
+        run_id = before["active_run_id"]
+        audit = [
+            audit_row(
+                actor,
+                "task.cancelled",
+                "Task",
+                task_id,
+                {"status": before["status"]},
+                {"status": "cancelled", "reason": reason},
+                task["trace_id"],
+                ts,
+            )
+        ]
+        if run_id is not None:
+            await queries.update_run(conn, run_id, {"status": "cancelled", "ended_at": ts}, status_in=("running",))
+            after = {"status": "cancelled"}
+            audit.append(audit_row(actor, "run.cancelled", "Run", run_id, {"status": "running"}, after, None, ts))
+        if task["issue_id"] is not None:
+            await queries.update_issue(conn, task["issue_id"], {"status": "cancelled", "updated_at": ts})
+            audit.append(
+                audit_row(actor, "issue.cancelled", "Issue", task["issue_id"], None, {"status": "cancelled"}, None, ts)
+            )
+        await queries.insert_audit(conn, audit)
+    return r.Cancelled(task_id=task_id, task_status="cancelled", run_id=run_id)
+
+
+# --- stats -------------------------------------------------------------------------------
+
+
+async def queue_stats(core: Core) -> r.QueueStats:
+    async with core.db.read() as conn:
+        counts = await queries.count_tasks_by_status(conn)
+        expired = await queries.count_expired_leases(conn, core.now())
+        oldest = await queries.oldest_queued_at(conn)
+        pending = await queries.count_pending_reviews(conn)
+    age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else None
+    full = {status.value: counts.get(status.value, 0) for status in TaskStatus}
+    return r.QueueStats(counts=full, expired_leases=expired, oldest_queued_age_seconds=age, pending_reviews=pending)

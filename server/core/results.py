@@ -1,0 +1,377 @@
+"""What each service returns: the seed's response shapes, as Pydantic models the MCP tools hand back as-is."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
+
+
+class Ok(BaseModel):
+    """Every success carries `success: true`; unset optional fields are left out of the JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+    success: Literal[True] = True
+
+    @model_serializer(mode="wrap")
+    def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
+
+
+class Target(BaseModel):
+    repo: str
+    ref: str
+    path: str
+
+
+class TaskSummary(BaseModel):
+    task_id: str
+    operation: str
+    objective: str
+    target_repo: str
+    target_ref: str
+    status: str
+    priority: str
+    time_budget_seconds: int
+    queued_at: datetime
+    cwom_issue_id: str | None
+
+
+class TaskList(Ok):
+    tasks: list[TaskSummary]
+    count: int
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; absent on the last page.")
+
+
+class Constraints(BaseModel):
+    time_budget_seconds: int
+    allow_network: bool
+    allow_secrets: bool
+    allowed_paths: list[str] = []
+
+
+class ConstraintSnapshot(BaseModel):
+    id: str
+    scope: str
+    rules: Constraints
+
+
+class ReviewFeedback(BaseModel):
+    decision: str
+    reason: str
+    reviewer: str
+    run_id: str
+    verdict: str
+    at: datetime
+
+
+class ContextPacket(BaseModel):
+    id: str
+    version: int
+    summary: str
+    prior_art: list[str]
+    files_of_interest: list[str]
+    acceptance_criteria: list[str]
+    data: dict[str, Any] = {}
+    review_feedback: list[ReviewFeedback] = []
+
+
+class Claim(Ok):
+    task_id: str
+    run_id: str
+    trace_id: str
+    objective: str
+    operation: str
+    target: Target
+    attempt: int
+    lease_expires_at: datetime
+    constraints: Constraints
+    context_packet: ContextPacket | None = None
+    constraint_snapshot: ConstraintSnapshot | None = None
+
+
+class ClaimNext(Ok):
+    claimed: bool
+    task_id: str | None = None
+    run_id: str | None = None
+    trace_id: str | None = None
+    objective: str | None = None
+    operation: str | None = None
+    target: Target | None = None
+    attempt: int | None = None
+    lease_expires_at: datetime | None = None
+    constraints: Constraints | None = None
+    context_packet: ContextPacket | None = None
+    constraint_snapshot: ConstraintSnapshot | None = None
+
+
+class IssueView(BaseModel):
+    id: str
+    title: str
+    type: str
+    priority: str
+    status: str
+    acceptance_criteria: list[str]
+
+
+class DoctrineRef(BaseModel):
+    id: str
+    namespace: str
+    name: str
+    body: str
+
+
+class TaskContext(Ok):
+    task_id: str
+    issue: IssueView | None = None
+    context_packet: ContextPacket | None = None
+    constraint_snapshot: ConstraintSnapshot | None = None
+    doctrine_refs: list[DoctrineRef] = []
+
+
+class ArtifactReported(Ok):
+    artifact_id: str
+    task_id: str
+    run_id: str
+    title: str
+    type: str
+    uri: str
+    size_bytes: int | None = None
+    sha256: str | None = None
+    lease_expires_at: datetime
+
+
+class ProgressReported(Ok):
+    event_id: int
+    task_id: str
+    run_id: str
+    lease_expires_at: datetime
+
+
+class EvidenceSummary(BaseModel):
+    id: str
+    verdict: str
+    verdict_reason: str
+
+
+class ReviewOutcome(BaseModel):
+    status: Literal["auto_approved", "awaiting_manual_review", "not_required", "approved", "rejected", "needs_changes"]
+    review_id: str | None = None
+    message: str | None = None
+
+
+class Completion(Ok):
+    task_id: str
+    task_status: str
+    run_id: str
+    run_status: str
+    evidence_pack: EvidenceSummary
+    review: ReviewOutcome
+    duplicate: bool = Field(False, description="True when this repeats an earlier completion; nothing changed.")
+
+
+class Released(Ok):
+    task_id: str
+    run_id: str
+    task_status: str
+
+
+class Cancelled(Ok):
+    task_id: str
+    task_status: str
+    run_id: str | None = None
+
+
+class Enqueued(Ok):
+    task_id: str
+    trace_id: str
+    status: str
+    cwom_issue_id: str | None = None
+    duplicate: bool = False
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    status: str
+    attempt: int
+    executor: dict[str, str]
+    started_at: datetime
+    ended_at: datetime | None
+    lease_expires_at: datetime | None
+
+
+class TaskDetail(BaseModel):
+    task_id: str
+    operation: str
+    objective: str
+    target: Target
+    priority: str
+    time_budget_seconds: int
+    status: str
+    attempts: int
+    max_attempts: int
+    idempotency_key: str | None
+    trace_id: str
+    cwom_issue_id: str | None
+    requested_by: str
+    active_run_id: str | None
+    queued_at: datetime
+    claimed_at: datetime | None
+    completed_at: datetime | None
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class TaskView(Ok):
+    task: TaskDetail
+    runs: list[RunSummary]
+
+
+class ArtifactView(BaseModel):
+    artifact_id: str
+    run_id: str
+    task_id: str
+    title: str
+    type: str
+    media_type: str
+    uri: str
+    size_bytes: int | None
+    sha256: str | None
+    created_at: datetime
+
+
+class RunEventView(BaseModel):
+    id: int
+    kind: str
+    message: str
+    progress: int | None
+    created_at: datetime
+
+
+class RunDetail(BaseModel):
+    run_id: str
+    task_id: str
+    cwom_issue_id: str | None
+    mode: str
+    status: str
+    attempt: int
+    executor: dict[str, str]
+    started_at: datetime
+    ended_at: datetime | None
+    lease_expires_at: datetime | None
+    summary: str | None
+    outputs: Any = None
+    telemetry: dict[str, Any] | None
+    failure: dict[str, Any] | None
+    artifact_root_uri: str
+
+
+class RunView(Ok):
+    run: RunDetail
+    artifacts: list[ArtifactView]
+    events: list[RunEventView]
+    evidence_pack: EvidenceSummary | None = None
+
+
+class Check(BaseModel):
+    name: str
+    passed: bool | None
+    detail: str
+
+
+class CriterionResult(BaseModel):
+    criterion: str
+    status: str
+    evidence: list[str]
+    note: str | None = None
+
+
+class EvidencePackDetail(BaseModel):
+    id: str
+    run_id: str
+    task_id: str
+    verdict: str
+    verdict_reason: str
+    checks: list[Check]
+    criteria_results: list[CriterionResult]
+    evidence_collected: list[dict[str, str]]
+    evidence_missing: list[str]
+    prover_id: str
+    review_state: str
+    created_at: datetime
+
+
+class EvidenceView(Ok):
+    evidence_pack: EvidencePackDetail
+
+
+class AuditEntry(BaseModel):
+    id: int
+    ts: datetime
+    actor_kind: str
+    actor_id: str
+    action: str
+    entity_kind: str
+    entity_id: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    trace_id: str | None
+
+
+class AuditTrail(Ok):
+    entries: list[AuditEntry]
+    count: int
+    next_cursor: str | None = None
+
+
+class ArtifactContent(Ok):
+    artifact: ArtifactView
+    content: str | None = Field(None, description="This slice of the text; absent for artifacts stored only as a URI.")
+    offset: int
+    total_chars: int
+    truncated: bool
+    next_offset: int | None = None
+
+
+class QueueStats(Ok):
+    counts: dict[str, int]
+    expired_leases: int
+    oldest_queued_age_seconds: float | None = None
+    pending_reviews: int
+
+
+class PendingReview(BaseModel):
+    evidence_pack_id: str
+    run_id: str
+    task_id: str
+    cwom_issue_id: str | None
+    objective: str
+    verdict: str
+    verdict_reason: str
+    summary: str | None
+    executor: dict[str, str]
+    created_at: datetime
+
+
+class PendingReviews(Ok):
+    reviews: list[PendingReview]
+    count: int
+    next_cursor: str | None = None
+
+
+class ReviewSubmitted(Ok):
+    review_id: str
+    decision: str
+    issue_status: str | None = None
+    run_status: str
+    task_status: str
+    context_packet_version: int | None = Field(None, description="The new briefing version, after needs_changes.")
+
+
+class SweepReport(BaseModel):
+    expired: int
+    requeued: int
+    failed: int

@@ -1,0 +1,360 @@
+"""After the prover: the review policy, and reviews by agents or people."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.core import prover, results, views
+from server.core.models import Actor, Decision, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
+from server.db import queries
+from server.errors import ErrorCode, JctError, invalid
+
+POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
+
+
+async def settle_completion(
+    core: Core,
+    conn: AsyncConnection,
+    actor: Actor,
+    *,
+    task: RowMapping,
+    run: RowMapping,
+    evidence: prover.Evidence,
+    success: bool,
+    summary: str,
+    outputs: Any,
+    error_message: str | None,
+    telemetry: dict[str, Any] | None,
+    ts: ColumnElement[datetime],
+) -> results.Completion:
+    """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: all in the caller's transaction."""
+    pack_id = new_id()
+    auto = (
+        success and core.settings.review_auto_approve and evidence.verdict in core.settings.review_auto_approve_verdicts
+    )
+    if not success:
+        run_status, issue_status, task_status, review_state = "failed", "failed", "failed", "not_required"
+    elif auto:
+        run_status, issue_status, task_status, review_state = "done", "done", "completed", "approved"
+    else:
+        run_status, issue_status, task_status, review_state = "under_review", "under_review", "completed", "pending"
+
+    await queries.insert_evidence_pack(
+        conn,
+        {
+            "id": pack_id,
+            "run_id": run["id"],
+            "task_id": task["id"],
+            "issue_id": task["issue_id"],
+            "verdict": evidence.verdict,
+            "verdict_reason": evidence.verdict_reason,
+            "checks": [asdict(check) for check in evidence.checks],
+            "criteria_results": [
+                {"criterion": c.criterion, "status": c.status, "evidence": list(c.evidence), "note": c.note}
+                for c in evidence.criteria_results
+            ],
+            "evidence_collected": list(evidence.evidence_collected),
+            "evidence_missing": list(evidence.evidence_missing),
+            "prover_id": prover.PROVER_ID,
+            "review_state": review_state,
+            "created_at": ts,
+        },
+    )
+    failure = {"error_message": error_message} if not success and error_message else None
+    await queries.update_run(
+        conn,
+        run["id"],
+        {
+            "status": run_status,
+            "ended_at": ts,
+            "summary": summary,
+            "outputs": outputs,
+            "telemetry": telemetry,
+            "failure": failure,
+        },
+        status_in=("running",),
+    )
+    await queries.update_task(
+        conn,
+        task["id"],
+        {
+            "status": task_status,
+            "active_run_id": None,
+            "completed_at": ts,
+            "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
+            "error": error_message if not success else None,
+        },
+        status_in=("running",),
+    )
+    trace = task["trace_id"]
+    audit = [
+        audit_row(
+            actor,
+            "task.completed" if success else "task.failed",
+            "Task",
+            task["id"],
+            {"status": "running"},
+            {"status": task_status, "run_id": run["id"]},
+            trace,
+            ts,
+        ),
+        audit_row(
+            actor, f"run.{run_status}", "Run", run["id"], {"status": "running"}, {"status": run_status}, trace, ts
+        ),
+        audit_row(
+            POLICY,
+            "evidence.created",
+            "EvidencePack",
+            pack_id,
+            None,
+            {"run_id": run["id"], "verdict": evidence.verdict, "review_state": review_state},
+            trace,
+            ts,
+        ),
+    ]
+    if task["issue_id"] is not None:
+        await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
+        audit.append(
+            audit_row(
+                actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace, ts
+            )
+        )
+    review_id = None
+    if auto:
+        review_id = new_id()
+        reason = f"auto-approved: verdict {evidence.verdict} is in JCT_REVIEW_AUTO_APPROVE_VERDICTS"
+        await queries.insert_review_decision(
+            conn,
+            {
+                "id": review_id,
+                "evidence_pack_id": pack_id,
+                "decision": "approved",
+                "reason": reason,
+                "reviewer": POLICY.executor(),
+                "created_at": ts,
+            },
+        )
+        audit.append(
+            audit_row(POLICY, "review.submitted", "EvidencePack", pack_id, None, {"decision": "approved"}, trace, ts)
+        )
+    await queries.insert_audit(conn, audit)
+
+    if not success:
+        outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
+    elif auto:
+        outcome = results.ReviewOutcome(status="auto_approved", review_id=review_id)
+    else:
+        outcome = results.ReviewOutcome(
+            status="awaiting_manual_review", message="Task completed but requires manual review before approval."
+        )
+    return results.Completion(
+        task_id=task["id"],
+        task_status=task_status,
+        run_id=run["id"],
+        run_status=run_status,
+        evidence_pack=results.EvidenceSummary(
+            id=pack_id, verdict=evidence.verdict, verdict_reason=evidence.verdict_reason
+        ),
+        review=outcome,
+    )
+
+
+def outcome_of(pack: RowMapping, decision: RowMapping | None) -> results.ReviewOutcome:
+    state = pack["review_state"]
+    if state == "not_required":
+        return results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
+    if state == "pending" or decision is None:
+        return results.ReviewOutcome(status="awaiting_manual_review", message="Awaiting a review decision.")
+    if decision["reviewer"].get("actor_id") == POLICY.actor_id:
+        return results.ReviewOutcome(status="auto_approved", review_id=decision["id"])
+    return results.ReviewOutcome(status=decision["decision"], review_id=decision["id"], message=decision["reason"])
+
+
+async def list_pending_reviews(core: Core, *, limit: int = 10, cursor: str | None = None) -> results.PendingReviews:
+    check_limit(limit)
+    after = None
+    if cursor is not None:
+        created_at, pack_id = decode_cursor(cursor, 2)
+        try:
+            after = (datetime.fromisoformat(str(created_at)), str(pack_id))
+        except ValueError:
+            raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page.") from None
+    async with core.db.read() as conn:
+        rows = await queries.pending_reviews(conn, after, limit + 1)
+    page = rows[:limit]
+    next_cursor = None
+    if len(rows) > limit:
+        next_cursor = encode_cursor(page[-1]["created_at"].isoformat(), page[-1]["evidence_pack_id"])
+    return results.PendingReviews(
+        reviews=[views.pending_review(row) for row in page], count=len(page), next_cursor=next_cursor
+    )
+
+
+async def submit_review(
+    core: Core, actor: Actor, evidence_pack_id: str, decision: str, reason: str, reviewer_name: str = "claude-code"
+) -> results.ReviewSubmitted:
+    pack_id = parse_id(evidence_pack_id, "evidence_pack_id")
+    choice = parse_enum(Decision, decision, "decision")
+    check_text(reason, "reason", Limits.REASON)
+    check_text(reviewer_name, "reviewer_name", Limits.NAME, single_line=True)
+    ts = core.now()
+    async with core.db.write() as conn:
+        pack = await queries.get_evidence_pack(conn, pack_id)
+        if pack is None:
+            raise JctError(
+                ErrorCode.EVIDENCE_PACK_NOT_FOUND,
+                f"Evidence pack {pack_id} does not exist.",
+                "Use jct_list_pending_reviews to find packs awaiting a decision.",
+            )
+        run = await queries.get_run(conn, pack["run_id"])
+        task = await queries.get_task(conn, pack["task_id"])
+        assert run is not None  # foreign keys
+        assert task is not None
+        if core.separation_of_duties and run["actor_id"] == actor.actor_id and not actor.admin:
+            raise JctError(
+                ErrorCode.REVIEW_NOT_ALLOWED,
+                "You executed this run, so you may not review it.",
+                "Ask another reviewer (or an admin) to review it.",
+            )
+        if not await queries.decide_evidence_pack(conn, pack_id, choice.value):
+            raise JctError(
+                ErrorCode.ALREADY_REVIEWED,
+                f"Evidence pack {pack_id} is not awaiting review (state: {pack['review_state']}).",
+                "Nothing to do; use jct_list_pending_reviews for packs that still need a decision.",
+            )
+        review_id = new_id()
+        reviewer = {"actor_kind": actor.actor_kind, "actor_id": actor.actor_id, "name": reviewer_name}
+        await queries.insert_review_decision(
+            conn,
+            {
+                "id": review_id,
+                "evidence_pack_id": pack_id,
+                "decision": choice.value,
+                "reason": reason,
+                "reviewer": reviewer,
+                "created_at": ts,
+            },
+        )
+        trace = task["trace_id"]
+        audit = [
+            audit_row(
+                actor,
+                "review.submitted",
+                "EvidencePack",
+                pack_id,
+                None,
+                {"decision": choice.value, "reason": reason},
+                trace,
+                ts,
+            )
+        ]
+        version = None
+        match choice:
+            case Decision.APPROVED:
+                run_status, issue_status, task_status = "done", "done", task["status"]
+            case Decision.REJECTED:
+                run_status, issue_status, task_status = "failed", "failed", "failed"
+                await queries.update_task(
+                    conn,
+                    task["id"],
+                    {"status": "failed", "error": f"rejected in review: {reason}"},
+                    status_in=("completed",),
+                )
+                after = {"status": "failed", "reason": reason}
+                audit.append(
+                    audit_row(actor, "task.rejected", "Task", task["id"], {"status": "completed"}, after, trace, ts)
+                )
+            case Decision.NEEDS_CHANGES:
+                run_status, issue_status, task_status = "needs_changes", "ready", "queued"
+                await queries.update_task(
+                    conn,
+                    task["id"],
+                    {"status": "queued", "completed_at": None, "claimed_at": None},
+                    status_in=("completed",),
+                )
+                after = {"status": "queued", "reason": "review asked for changes"}
+                audit.append(
+                    audit_row(actor, "task.requeued", "Task", task["id"], {"status": "completed"}, after, trace, ts)
+                )
+                if task["issue_id"] is not None:
+                    version = await _feedback_packet(
+                        conn, task["issue_id"], choice, reason, reviewer_name, run, pack, ts
+                    )
+        await queries.update_run(conn, run["id"], {"status": run_status}, status_in=("under_review",))
+        audit.append(
+            audit_row(
+                actor,
+                f"run.{run_status}",
+                "Run",
+                run["id"],
+                {"status": "under_review"},
+                {"status": run_status},
+                trace,
+                ts,
+            )
+        )
+        if task["issue_id"] is not None:
+            await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
+            audit.append(
+                audit_row(
+                    actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace, ts
+                )
+            )
+        await queries.insert_audit(conn, audit)
+    return results.ReviewSubmitted(
+        review_id=review_id,
+        decision=choice.value,
+        issue_status=issue_status if task["issue_id"] is not None else None,
+        run_status=run_status,
+        task_status=task_status,
+        context_packet_version=version,
+    )
+
+
+async def _feedback_packet(
+    conn: AsyncConnection,
+    issue_id: str,
+    choice: Decision,
+    reason: str,
+    reviewer_name: str,
+    run: RowMapping,
+    pack: RowMapping,
+    ts: ColumnElement[datetime],
+) -> int:
+    """needs_changes: the next briefing version carries every piece of feedback so far."""
+    latest = await queries.latest_context_packet(conn, issue_id)
+    assert latest is not None  # every issue starts with version 1
+    feedback = list(latest["review_feedback"] or [])
+    feedback.append(
+        {
+            "decision": choice.value,
+            "reason": reason,
+            "reviewer": reviewer_name,
+            "run_id": run["id"],
+            "verdict": pack["verdict"],
+            "at": datetime.now(UTC).isoformat(),
+        }
+    )
+    version = int(latest["version"]) + 1
+    await queries.insert_context_packet(
+        conn,
+        {
+            "id": new_id(),
+            "issue_id": issue_id,
+            "version": version,
+            "summary": latest["summary"],
+            "prior_art": latest["prior_art"],
+            "files_of_interest": latest["files_of_interest"],
+            "acceptance_criteria": latest["acceptance_criteria"],
+            "data": latest["data"],
+            "review_feedback": feedback,
+            "created_at": ts,
+        },
+    )
+    return version

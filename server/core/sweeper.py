@@ -1,0 +1,67 @@
+"""The lease sweeper: expires runs whose lease has passed and requeues (or fails) their tasks."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from server.core import results
+from server.core.models import SYSTEM
+from server.core.service import Core, audit_row
+from server.db import leases, queries
+
+log = logging.getLogger(__name__)
+BATCH = 100
+
+
+async def sweep_expired_leases(core: Core) -> results.SweepReport:
+    """One pass. Each expiry is its own small transaction, so a crash mid-pass loses nothing."""
+    report = results.SweepReport(expired=0, requeued=0, failed=0)
+    async with core.db.read() as conn:
+        candidates = await queries.expired_running_runs(conn, core.now(), BATCH)
+    for run_id in candidates:
+        ts = core.now()
+        async with core.db.write() as conn:
+            run = await leases.expire_run(conn, run_id, ts)
+            if run is None:  # completed, released or swept by another process in the meantime
+                continue
+            task = await leases.requeue_or_fail(conn, run["task_id"], run_id)
+            audit = [
+                audit_row(
+                    SYSTEM, "run.lease_expired", "Run", run_id, {"status": "running"}, {"status": "expired"}, None, ts
+                )
+            ]
+            report.expired += 1
+            if task is not None:
+                status = task["status"]
+                action = "task.requeued" if status == "queued" else "task.failed"
+                after = {"status": status, "attempts": task["attempts"], "reason": "lease expired"}
+                audit.append(
+                    audit_row(
+                        SYSTEM, action, "Task", run["task_id"], {"status": "running"}, after, task["trace_id"], ts
+                    )
+                )
+                if status == "queued":
+                    report.requeued += 1
+                else:
+                    report.failed += 1
+                if task["issue_id"] is not None:
+                    issue_status = "ready" if status == "queued" else "failed"
+                    await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
+            await queries.insert_audit(conn, audit)
+    return report
+
+
+async def run_sweeper(core: Core, interval: float) -> None:
+    """Sweep forever; one failed pass is logged and the next one tries again."""
+    while True:
+        try:
+            report = await sweep_expired_leases(core)
+            if report.expired:
+                log.info(
+                    "lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed
+                )
+        except Exception:
+            log.exception("lease sweep failed; retrying in %.1fs", interval)
+        await anyio.sleep(interval)

@@ -1,0 +1,162 @@
+"""The trace store: inline artifact content kept on disk, under `<root>/runs/<run_id>/artifacts/`.
+
+All I/O here is synchronous and blocking; async callers run these methods in a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import unicodedata
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+from server.errors import ErrorCode, JctError, invalid
+
+MAX_NAME_CHARS = 80
+# Longer hash suffixes to fall back on if two different contents ever share the short one.
+_SUFFIX_LENGTHS = (8, 16, 64)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class StoredContent:
+    uri: str
+    path: Path
+    size_bytes: int
+    sha256: str
+
+
+def sanitize_name(title: str) -> str:
+    """Turn any title into one safe file-name component that cannot escape its directory or hide."""
+    # NFKC first, so look-alikes such as fullwidth dots and slashes become plain ASCII before filtering.
+    name = _UNSAFE.sub("-", unicodedata.normalize("NFKC", title))
+    name = name.lstrip(".-")[:MAX_NAME_CHARS].rstrip(".-")
+    return name or "artifact"
+
+
+def _file_name(name: str, digest: str, length: int) -> str:
+    stem, dot, ext = sanitize_name(name).rpartition(".")
+    if dot and stem:
+        return f"{stem}-{digest[:length]}.{ext}"
+    return f"{ext}-{digest[:length]}"
+
+
+def _check_run_id(run_id: str) -> None:
+    try:
+        canonical = str(uuid.UUID(run_id)) == run_id
+    except (TypeError, ValueError, AttributeError):
+        canonical = False
+    if not canonical:
+        raise invalid(
+            f"run_id {run_id!r} is not a canonical UUID.",
+            "Pass the run_id exactly as it was returned when the task was claimed.",
+        )
+
+
+class TraceStore:
+    """Artifact content files for runs: written atomically, named by title and content hash, never overwritten."""
+
+    def __init__(self, root: Path, max_bytes: int) -> None:
+        if max_bytes < 0:
+            raise ValueError("max_bytes must not be negative")
+        self.root = root.resolve()
+        self.max_bytes = max_bytes
+
+    def run_dir(self, run_id: str) -> Path:
+        _check_run_id(run_id)
+        return self.root / "runs" / run_id
+
+    def write(self, run_id: str, name: str, content: bytes) -> StoredContent:
+        """Store content for a run under a name derived from `name`; identical content is written once."""
+        if len(content) > self.max_bytes:
+            raise JctError(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"Artifact content is {len(content)} bytes; the limit is {self.max_bytes} bytes.",
+                "Report a URI to content stored elsewhere instead, or split the content into smaller artifacts.",
+            )
+        directory = self.run_dir(run_id) / "artifacts"
+        digest = hashlib.sha256(content).hexdigest()
+        for length in _SUFFIX_LENGTHS:
+            path = self._inside_root(directory / _file_name(name, digest, length))
+            if not path.exists():
+                _write_atomically(path, content)
+                break
+            if path.read_bytes() == content:
+                break
+        else:  # pragma: no cover - needs a full sha256 collision
+            raise JctError(ErrorCode.INTERNAL_ERROR, f"Could not find a free file name for {name!r}.")
+        return StoredContent(uri=path.as_uri(), path=path, size_bytes=len(content), sha256=digest)
+
+    def read_text(self, uri: str, offset: int = 0, max_chars: int = 20000) -> tuple[str, int, bool]:
+        """Return (text slice, total chars, whether more text follows the slice) for a stored file."""
+        if offset < 0:
+            raise invalid(f"offset must be 0 or more, got {offset}.")
+        if max_chars < 1:
+            raise invalid(f"max_chars must be 1 or more, got {max_chars}.")
+        path = self._path_of(uri)
+        if path is None or not path.is_file():
+            raise JctError(
+                ErrorCode.ARTIFACT_NOT_FOUND,
+                f"No stored artifact content at {uri!r}.",
+                "Only content stored by this server can be read; fetch other URIs directly.",
+            )
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        return text[offset : offset + max_chars], len(text), offset + max_chars < len(text)
+
+    def owns(self, uri: str) -> bool:
+        """True if `uri` is a file URI pointing inside this store's root."""
+        return self._path_of(uri) is not None
+
+    def _path_of(self, uri: str) -> Path | None:
+        parsed = urlparse(uri)
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost") or parsed.query or parsed.fragment:
+            return None
+        try:
+            # resolve() folds "..", and symlinks, so nothing outside the root can pass for inside.
+            path = Path(url2pathname(parsed.path)).resolve()
+        except (OSError, ValueError):
+            return None
+        return path if path != self.root and path.is_relative_to(self.root) else None
+
+    def _inside_root(self, path: Path) -> Path:
+        resolved = path.resolve()
+        if not resolved.is_relative_to(self.root):
+            raise JctError(ErrorCode.INTERNAL_ERROR, f"Refusing to write outside the trace store: {resolved}.")
+        return resolved
+
+
+def _write_atomically(path: Path, content: bytes) -> None:
+    """Write via a temp file in the same directory, so readers only ever see a whole file or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Temp names start with "." and sanitized names never do, so the two cannot collide.
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable; some platforms cannot open directories, which is fine to skip.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

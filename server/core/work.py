@@ -1,0 +1,417 @@
+"""Work on a claimed task: read the briefing, report artifacts and progress, complete or release.
+
+Every call that changes something goes through the fence first (`_fence`): the caller's run
+must be the task's active run with a live lease. Passing it renews the lease.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from sqlalchemy import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.core import prover, results, review, views
+from server.core.models import (
+    Actor,
+    ArtifactType,
+    EventKind,
+    Limits,
+    check_text,
+    new_id,
+    parse_enum,
+    parse_id,
+)
+from server.core.service import Core, audit_row
+from server.db import queries
+from server.errors import ErrorCode, JctError, invalid
+
+TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
+# Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
+PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
+
+
+async def get_context(core: Core, task_id: str) -> results.TaskContext:
+    task_id = parse_id(task_id, "task_id")
+    async with core.db.read() as conn:
+        task = await _task(conn, task_id)
+        issue = packet = None
+        doctrine: list[results.DoctrineRef] = []
+        if task["issue_id"] is not None:
+            issue_row = await queries.get_issue(conn, task["issue_id"])
+            issue = views.issue(issue_row) if issue_row is not None else None
+            packet = await queries.latest_context_packet(conn, task["issue_id"])
+            doctrine = [
+                results.DoctrineRef(id=d["id"], namespace=d["namespace"], name=d["name"], body=d["body"])
+                for d in await queries.doctrine_for_issue(conn, task["issue_id"])
+            ]
+        snapshot_id = task["constraint_snapshot_id"]
+        snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
+    return results.TaskContext(
+        task_id=task_id,
+        issue=issue,
+        context_packet=views.context_packet(packet),
+        constraint_snapshot=views.constraint_snapshot(snapshot, task),
+        doctrine_refs=doctrine,
+    )
+
+
+# --- the fence ---------------------------------------------------------------------------
+
+
+async def _task(conn: AsyncConnection, task_id: str) -> RowMapping:
+    task = await queries.get_task(conn, task_id)
+    if task is None:
+        raise JctError(
+            ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id you were given at claim."
+        )
+    return task
+
+
+async def _fence(core: Core, conn: AsyncConnection, actor: Actor, task_id: str) -> RowMapping:
+    run = await queries.renew_lease(conn, task_id, actor.actor_id, core.now(), core.lease_expiry())
+    if run is not None:
+        return run
+    raise await _fence_error(conn, actor, task_id)
+
+
+async def _fence_error(conn: AsyncConnection, actor: Actor, task_id: str) -> JctError:
+    """Why the fence refused: worked out only on the error path, so the happy path stays one statement."""
+    task = await _task(conn, task_id)
+    mine = await queries.latest_run_of(conn, task_id, actor.actor_id)
+    if mine is None:
+        if task["status"] == "running":
+            return JctError(
+                ErrorCode.NOT_CLAIMANT,
+                f"Task {task_id} is claimed by another agent.",
+                "Work only on tasks you claimed; use jct_claim_next to get one.",
+            )
+        return JctError(
+            ErrorCode.TASK_NOT_CLAIMED,
+            f"Task {task_id} is not claimed by you (status: {task['status']}).",
+            "Claim it first with jct_claim_task, or take another with jct_claim_next.",
+        )
+    lease_over = mine["lease_expires_at"] is not None and mine["lease_expires_at"] <= datetime.now(UTC)
+    if mine["status"] == "expired" or (
+        mine["status"] == "running" and (lease_over or mine["id"] != task["active_run_id"])
+    ):
+        return JctError(
+            ErrorCode.LEASE_EXPIRED,
+            f"Your lease on task {task_id} expired at {mine['lease_expires_at']:%Y-%m-%dT%H:%M:%SZ}; "
+            "nothing was recorded.",
+            "Stop work on this task: it went back to the queue. Claim another with jct_claim_next; "
+            "call jct_report_progress at least every few minutes to keep a lease alive.",
+        )
+    return JctError(
+        ErrorCode.TASK_NOT_CLAIMED,
+        f"Your run on task {task_id} has already ended (run status: {mine['status']}, task status: {task['status']}).",
+        "Nothing more to report on this run. Use jct_get_task to see where the task stands.",
+    )
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+async def report_artifact(
+    core: Core,
+    actor: Actor,
+    task_id: str,
+    *,
+    title: str,
+    artifact_type: str,
+    content: str | None = None,
+    uri: str | None = None,
+    media_type: str = "text/plain",
+) -> results.ArtifactReported:
+    task_id = parse_id(task_id, "task_id")
+    _check_title(title)
+    kind = parse_enum(ArtifactType, artifact_type, "artifact_type")
+    _check_media_type(media_type)
+    if (content is None) == (uri is None):
+        raise invalid(
+            "Give exactly one of content or uri.", "Send small outputs as content, large or remote ones as uri."
+        )
+    data = None
+    if content is not None:
+        data = content.encode("utf-8", errors="replace")
+        if len(data) > core.settings.max_artifact_bytes:
+            raise JctError(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"content is {len(data)} bytes; the limit is {core.settings.max_artifact_bytes} "
+                "(JCT_MAX_ARTIFACT_BYTES).",
+                "Report the most relevant part, split it into several artifacts, or store it elsewhere and pass uri.",
+            )
+    if uri is not None:
+        _check_uri(uri)
+    ts = core.now()
+    artifact_id = new_id()
+    async with core.db.write() as conn:
+        run = await _fence(core, conn, actor, task_id)
+        size = digest = None
+        stored_uri = uri
+        if data is not None:
+            stored = await anyio.to_thread.run_sync(core.store.write, run["id"], title, data)
+            stored_uri, size, digest = stored.uri, stored.size_bytes, stored.sha256
+        assert stored_uri is not None
+        await queries.insert_artifact(
+            conn,
+            {
+                "id": artifact_id,
+                "run_id": run["id"],
+                "task_id": task_id,
+                "title": title,
+                "type": kind.value,
+                "media_type": media_type,
+                "uri": stored_uri,
+                "stored": data is not None,
+                "size_bytes": size,
+                "sha256": digest,
+                "created_at": ts,
+            },
+        )
+        after = {"run_id": run["id"], "type": kind.value, "title": title, "size_bytes": size}
+        await queries.insert_audit(
+            conn, [audit_row(actor, "artifact.reported", "Artifact", artifact_id, None, after, None, ts)]
+        )
+    return results.ArtifactReported(
+        artifact_id=artifact_id,
+        task_id=task_id,
+        run_id=run["id"],
+        title=title,
+        type=kind.value,
+        uri=stored_uri,
+        size_bytes=size,
+        sha256=digest,
+        lease_expires_at=run["lease_expires_at"],
+    )
+
+
+def _check_title(title: str) -> None:
+    check_text(title, "title", Limits.TITLE, single_line=True)
+    stripped = title.strip()
+    if ".." in stripped or stripped.startswith(("/", "\\", "~")):
+        raise invalid(
+            f"title {title[:80]!r} looks like a path.", "Titles are names, e.g. 'Code changes' or 'Test log'."
+        )
+
+
+def _check_media_type(media_type: str) -> None:
+    check_text(media_type, "media_type", Limits.MEDIA_TYPE, single_line=True)
+    main, sep, sub = media_type.partition("/")
+    if not sep or not main or not sub or " " in media_type:
+        raise invalid(f"media_type {media_type!r} is not a MIME type.", "Use e.g. text/plain or text/x-diff.")
+
+
+def _check_uri(uri: str) -> None:
+    check_text(uri, "uri", Limits.URI, single_line=True)
+    parts = urlsplit(uri)
+    if not parts.scheme or parts.scheme.lower() == "file" or (not parts.netloc and parts.scheme not in ("urn",)):
+        raise invalid(
+            f"uri {uri[:80]!r} is not a remote URI (file:// and bare paths are refused).",
+            "Send the content inline, or a URI such as https://... that others can reach.",
+        )
+
+
+async def report_progress(
+    core: Core, actor: Actor, task_id: str, *, message: str, progress: int | None = None, kind: str = "progress"
+) -> results.ProgressReported:
+    task_id = parse_id(task_id, "task_id")
+    check_text(message, "message", Limits.MESSAGE)
+    event_kind = parse_enum(EventKind, kind, "kind")
+    if progress is not None and not 0 <= progress <= 100:
+        raise invalid(f"progress {progress} is outside 0..100.", "Give a percentage from 0 to 100, or omit it.")
+    ts = core.now()
+    async with core.db.write() as conn:
+        run = await _fence(core, conn, actor, task_id)
+        event_id = await queries.insert_run_event(
+            conn,
+            {
+                "run_id": run["id"],
+                "kind": event_kind.value,
+                "message": message,
+                "progress": progress,
+                "data": None,
+                "created_at": ts,
+            },
+        )
+        after = {
+            "kind": event_kind.value,
+            "progress": progress,
+            "lease_expires_at": run["lease_expires_at"].isoformat(),
+        }
+        await queries.insert_audit(conn, [audit_row(actor, "run.progress", "Run", run["id"], None, after, None, ts)])
+    return results.ProgressReported(
+        event_id=event_id, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
+    )
+
+
+# --- complete ----------------------------------------------------------------------------
+
+
+async def complete_task(
+    core: Core,
+    actor: Actor,
+    task_id: str,
+    *,
+    success: bool,
+    summary: str,
+    outputs: str | dict[str, Any] | None = None,
+    error_message: str | None = None,
+    criteria_results: list[dict[str, Any]] | None = None,
+    telemetry: dict[str, Any] | None = None,
+) -> results.Completion:
+    task_id = parse_id(task_id, "task_id")
+    check_text(summary, "summary", Limits.SUMMARY)
+    if error_message is not None:
+        check_text(error_message, "error_message", Limits.MESSAGE, required=False)
+    parsed_outputs = _parse_outputs(outputs)
+    checked_telemetry = _check_telemetry(telemetry)
+    if criteria_results is not None and not isinstance(criteria_results, list):
+        raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
+
+    ts = core.now()
+    async with core.db.write() as conn:
+        try:
+            run = await _fence(core, conn, actor, task_id)
+        except JctError:
+            recorded = await _recorded_outcome(conn, actor, task_id)
+            if recorded is not None:
+                return recorded
+            raise
+        task = await _task(conn, task_id)
+        packet = await queries.latest_context_packet(conn, task["issue_id"]) if task["issue_id"] else None
+        criteria = tuple(packet["acceptance_criteria"]) if packet is not None else ()
+        claims = prover.resolve_claims(criteria, criteria_results or [])
+        artifacts = await queries.artifacts_of_run(conn, run["id"])
+        evidence = prover.prove(
+            prover.ProverInput(
+                operation=task["operation"],
+                success=success,
+                target_path=task["target_path"],
+                time_budget_seconds=task["time_budget_seconds"],
+                duration_seconds=(datetime.now(UTC) - run["started_at"]).total_seconds(),
+                acceptance_criteria=criteria,
+                claims=claims,
+                artifacts=tuple([await _prover_artifact(core, a) for a in artifacts]),
+            )
+        )
+        outcome = await review.settle_completion(
+            core,
+            conn,
+            actor,
+            task=task,
+            run=run,
+            evidence=evidence,
+            success=success,
+            summary=summary,
+            outputs=parsed_outputs,
+            error_message=error_message,
+            telemetry=checked_telemetry,
+            ts=ts,
+        )
+    return outcome
+
+
+async def _prover_artifact(core: Core, row: RowMapping) -> prover.ProverArtifact:
+    content = None
+    if row["stored"] and row["type"] in PROVED_CONTENT:
+        text, _total, _more = await anyio.to_thread.run_sync(
+            core.store.read_text, row["uri"], 0, core.settings.max_artifact_bytes
+        )
+        content = text
+    return prover.ProverArtifact(id=row["id"], type=row["type"], title=row["title"], content=content)
+
+
+async def _recorded_outcome(conn: AsyncConnection, actor: Actor, task_id: str) -> results.Completion | None:
+    """A retried completion: the caller's last run already has its evidence, so report that, change nothing."""
+    mine = await queries.latest_run_of(conn, task_id, actor.actor_id)
+    if mine is None:
+        return None
+    pack = await queries.evidence_pack_for_run(conn, mine["id"])
+    if pack is None:
+        return None
+    task = await _task(conn, task_id)
+    decision = await queries.review_decision_for_pack(conn, pack["id"])
+    return results.Completion(
+        task_id=task_id,
+        task_status=task["status"],
+        run_id=mine["id"],
+        run_status=mine["status"],
+        evidence_pack=views.evidence_summary(pack),
+        review=review.outcome_of(pack, decision),
+        duplicate=True,
+    )
+
+
+def _parse_outputs(outputs: str | dict[str, Any] | None) -> Any:
+    if outputs is None:
+        return None
+    text = outputs if isinstance(outputs, str) else json.dumps(outputs)
+    if len(text) > Limits.OUTPUTS:
+        raise invalid(
+            f"outputs is {len(text)} characters; the limit is {Limits.OUTPUTS}.", "Report large data as an artifact."
+        )
+    if isinstance(outputs, dict):
+        return outputs
+    try:
+        return json.loads(outputs)
+    except json.JSONDecodeError as exc:
+        raise invalid(
+            f"outputs is not valid JSON ({exc.msg} at position {exc.pos}).", 'Send a JSON object, e.g. {"pr": 12}.'
+        ) from None
+
+
+def _check_telemetry(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
+    if telemetry is None:
+        return None
+    if not isinstance(telemetry, dict):
+        raise invalid("telemetry must be an object.", 'Send e.g. {"tokens_input": 1200, "cost_usd": 0.02}.')
+    for key in TELEMETRY_NUMBERS:
+        value = telemetry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise invalid(f"telemetry.{key} must be a non-negative number.", f"Send {key} as a number, or omit it.")
+    if len(json.dumps(telemetry)) > 16_000:
+        raise invalid("telemetry is larger than 16,000 characters.", "Keep telemetry to a few numbers.")
+    return telemetry
+
+
+# --- release -----------------------------------------------------------------------------
+
+
+async def release_task(core: Core, actor: Actor, task_id: str, reason: str) -> results.Released:
+    task_id = parse_id(task_id, "task_id")
+    check_text(reason, "reason", Limits.REASON)
+    ts = core.now()
+    async with core.db.write() as conn:
+        run = await _fence(core, conn, actor, task_id)
+        await queries.update_run(
+            conn,
+            run["id"],
+            {"status": "released", "ended_at": ts, "failure": {"released": reason}},
+            status_in=("running",),
+        )
+        task = await queries.update_task(
+            conn, task_id, {"status": "queued", "active_run_id": None, "claimed_at": None}, status_in=("running",)
+        )
+        assert task is not None  # the fence holds the run, and with it the claim
+        audit = [
+            audit_row(
+                actor,
+                "task.released",
+                "Task",
+                task_id,
+                {"status": "running", "run_id": run["id"]},
+                {"status": "queued", "reason": reason},
+                task["trace_id"],
+                ts,
+            ),
+            audit_row(actor, "run.released", "Run", run["id"], {"status": "running"}, {"status": "released"}, None, ts),
+        ]
+        if task["issue_id"] is not None:
+            await queries.update_issue(conn, task["issue_id"], {"status": "ready", "updated_at": ts})
+        await queries.insert_audit(conn, audit)
+    return results.Released(task_id=task_id, run_id=run["id"], task_status="queued")

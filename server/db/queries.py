@@ -1,0 +1,342 @@
+"""Every statement the services run, one function each, named for what it does."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, RowMapping, and_, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.db import tables as t
+
+Values = Mapping[str, Any]
+
+
+async def insert_audit(conn: AsyncConnection, rows: Sequence[Values]) -> None:
+    if rows:
+        # One multi-row VALUES: rows may carry SQL expressions (the database clock), which executemany cannot.
+        await conn.execute(insert(t.audit_log).values(list(rows)))
+
+
+# --- tasks -------------------------------------------------------------------------------
+
+
+async def get_task(conn: AsyncConnection, task_id: str) -> RowMapping | None:
+    return (await conn.execute(select(t.tasks).where(t.tasks.c.id == task_id))).mappings().first()
+
+
+async def get_task_by_idempotency_key(conn: AsyncConnection, key: str) -> RowMapping | None:
+    return (await conn.execute(select(t.tasks).where(t.tasks.c.idempotency_key == key))).mappings().first()
+
+
+async def insert_task_bundle(
+    conn: AsyncConnection,
+    task: Values,
+    issue: Values | None,
+    packet: Values | None,
+    snapshot: Values | None,
+    audit: Sequence[Values],
+) -> bool:
+    """Insert a task with its issue, first context packet and constraints. False if the idempotency key won a race."""
+    try:
+        async with conn.begin_nested():
+            if issue is not None:
+                await conn.execute(insert(t.issues).values(issue))
+            if packet is not None:
+                await conn.execute(insert(t.context_packets).values(packet))
+            if snapshot is not None:
+                await conn.execute(insert(t.constraint_snapshots).values(snapshot))
+            await conn.execute(insert(t.tasks).values(task))
+            await insert_audit(conn, audit)
+    except IntegrityError:
+        if task.get("idempotency_key") is None:
+            raise
+        return False
+    return True
+
+
+def _task_order() -> tuple[ColumnElement[Any], ...]:
+    return (t.tasks.c.priority.asc(), t.tasks.c.queued_at.asc(), t.tasks.c.id.asc())
+
+
+async def list_tasks(
+    conn: AsyncConnection,
+    status: str | None,
+    operation: str | None,
+    after: tuple[str, datetime, str] | None,
+    limit: int,
+) -> Sequence[RowMapping]:
+    """Keyset pagination in claim order (priority, age, id): no OFFSET, so page 1,000 costs what page 1 does."""
+    query = select(t.tasks)
+    if status is not None:
+        query = query.where(t.tasks.c.status == status)
+    if operation is not None:
+        query = query.where(t.tasks.c.operation == operation)
+    if after is not None:
+        priority, queued_at, task_id = after
+        query = query.where(
+            or_(
+                t.tasks.c.priority > priority,
+                and_(t.tasks.c.priority == priority, t.tasks.c.queued_at > queued_at),
+                and_(t.tasks.c.priority == priority, t.tasks.c.queued_at == queued_at, t.tasks.c.id > task_id),
+            )
+        )
+    query = query.order_by(*_task_order()).limit(limit)
+    return (await conn.execute(query)).mappings().all()
+
+
+async def update_task(
+    conn: AsyncConnection, task_id: str, values: Values, *, status_in: Sequence[str] | None = None
+) -> RowMapping | None:
+    """Update one task, optionally only from the given statuses; returns the new row, or None if nothing matched."""
+    stmt = update(t.tasks).where(t.tasks.c.id == task_id)
+    if status_in is not None:
+        stmt = stmt.where(t.tasks.c.status.in_(status_in))
+    row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()
+    return row
+
+
+async def count_tasks_by_status(conn: AsyncConnection) -> dict[str, int]:
+    rows = await conn.execute(select(t.tasks.c.status, func.count()).group_by(t.tasks.c.status))
+    return {str(status): int(count) for status, count in rows.all()}
+
+
+async def oldest_queued_at(conn: AsyncConnection) -> datetime | None:
+    query = select(t.tasks.c.queued_at).where(t.tasks.c.status == "queued").order_by(t.tasks.c.queued_at).limit(1)
+    value: datetime | None = (await conn.execute(query)).scalar()
+    return value
+
+
+# --- issues, briefings -------------------------------------------------------------------
+
+
+async def get_issue(conn: AsyncConnection, issue_id: str) -> RowMapping | None:
+    return (await conn.execute(select(t.issues).where(t.issues.c.id == issue_id))).mappings().first()
+
+
+async def update_issue(conn: AsyncConnection, issue_id: str, values: Values) -> RowMapping | None:
+    stmt = update(t.issues).where(t.issues.c.id == issue_id).values(values).returning(t.issues)
+    row: RowMapping | None = (await conn.execute(stmt)).mappings().first()
+    return row
+
+
+async def latest_context_packet(conn: AsyncConnection, issue_id: str) -> RowMapping | None:
+    query = (
+        select(t.context_packets)
+        .where(t.context_packets.c.issue_id == issue_id)
+        .order_by(t.context_packets.c.version.desc())
+        .limit(1)
+    )
+    return (await conn.execute(query)).mappings().first()
+
+
+async def insert_context_packet(conn: AsyncConnection, values: Values) -> None:
+    await conn.execute(insert(t.context_packets).values(values))
+
+
+async def get_constraint_snapshot(conn: AsyncConnection, snapshot_id: str) -> RowMapping | None:
+    query = select(t.constraint_snapshots).where(t.constraint_snapshots.c.id == snapshot_id)
+    return (await conn.execute(query)).mappings().first()
+
+
+async def doctrine_for_issue(conn: AsyncConnection, issue_id: str) -> Sequence[RowMapping]:
+    query = (
+        select(t.doctrine_refs)
+        .join(t.issue_doctrine, t.issue_doctrine.c.doctrine_id == t.doctrine_refs.c.id)
+        .where(t.issue_doctrine.c.issue_id == issue_id)
+        .order_by(t.doctrine_refs.c.namespace, t.doctrine_refs.c.name)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def upsert_doctrine(conn: AsyncConnection, values: Values) -> str:
+    query = select(t.doctrine_refs.c.id).where(
+        t.doctrine_refs.c.namespace == values["namespace"], t.doctrine_refs.c.name == values["name"]
+    )
+    existing: str | None = (await conn.execute(query)).scalar()
+    if existing is not None:
+        await conn.execute(update(t.doctrine_refs).where(t.doctrine_refs.c.id == existing).values(body=values["body"]))
+        return existing
+    await conn.execute(insert(t.doctrine_refs).values(values))
+    return str(values["id"])
+
+
+async def link_doctrine(conn: AsyncConnection, issue_id: str, doctrine_id: str) -> None:
+    query = select(t.issue_doctrine).where(
+        t.issue_doctrine.c.issue_id == issue_id, t.issue_doctrine.c.doctrine_id == doctrine_id
+    )
+    if (await conn.execute(query)).first() is None:
+        await conn.execute(insert(t.issue_doctrine).values(issue_id=issue_id, doctrine_id=doctrine_id))
+
+
+# --- runs --------------------------------------------------------------------------------
+
+
+async def get_run(conn: AsyncConnection, run_id: str) -> RowMapping | None:
+    return (await conn.execute(select(t.runs).where(t.runs.c.id == run_id))).mappings().first()
+
+
+async def latest_run_of(conn: AsyncConnection, task_id: str, actor_id: str) -> RowMapping | None:
+    query = (
+        select(t.runs)
+        .where(t.runs.c.task_id == task_id, t.runs.c.actor_id == actor_id)
+        .order_by(t.runs.c.started_at.desc(), t.runs.c.id.desc())
+        .limit(1)
+    )
+    return (await conn.execute(query)).mappings().first()
+
+
+async def runs_of_task(conn: AsyncConnection, task_id: str, limit: int) -> Sequence[RowMapping]:
+    query = select(t.runs).where(t.runs.c.task_id == task_id).order_by(t.runs.c.started_at.desc()).limit(limit)
+    return (await conn.execute(query)).mappings().all()
+
+
+async def renew_lease(
+    conn: AsyncConnection,
+    task_id: str,
+    actor_id: str,
+    now: ColumnElement[datetime],
+    expires: ColumnElement[datetime],
+) -> RowMapping | None:
+    """The fence: the caller's run must be the task's active run with a live lease. Renews it and locks the row."""
+    active = select(t.tasks.c.active_run_id).where(t.tasks.c.id == task_id).scalar_subquery()
+    stmt = (
+        update(t.runs)
+        .where(
+            t.runs.c.id == active,
+            t.runs.c.task_id == task_id,
+            t.runs.c.actor_id == actor_id,
+            t.runs.c.status == "running",
+            t.runs.c.lease_expires_at > now,
+        )
+        .values(lease_expires_at=expires)
+        .returning(t.runs)
+    )
+    row: RowMapping | None = (await conn.execute(stmt)).mappings().first()
+    return row
+
+
+async def update_run(conn: AsyncConnection, run_id: str, values: Values, *, status_in: Sequence[str]) -> bool:
+    stmt = update(t.runs).where(t.runs.c.id == run_id, t.runs.c.status.in_(status_in)).values(values)
+    return (await conn.execute(stmt)).rowcount == 1
+
+
+async def insert_run_event(conn: AsyncConnection, values: Values) -> int:
+    event_id: int = (await conn.execute(insert(t.run_events).values(values).returning(t.run_events.c.id))).scalar_one()
+    return event_id
+
+
+async def run_events(conn: AsyncConnection, run_id: str, limit: int) -> Sequence[RowMapping]:
+    query = select(t.run_events).where(t.run_events.c.run_id == run_id).order_by(t.run_events.c.id.desc()).limit(limit)
+    return list(reversed((await conn.execute(query)).mappings().all()))
+
+
+async def expired_running_runs(conn: AsyncConnection, now: ColumnElement[datetime], limit: int) -> Sequence[str]:
+    query = (
+        select(t.runs.c.id)
+        .where(t.runs.c.status == "running", t.runs.c.lease_expires_at <= now)
+        .order_by(t.runs.c.lease_expires_at)
+        .limit(limit)
+    )
+    return [str(run_id) for run_id in (await conn.execute(query)).scalars().all()]
+
+
+async def count_expired_leases(conn: AsyncConnection, now: ColumnElement[datetime]) -> int:
+    query = select(func.count()).where(t.runs.c.status == "running", t.runs.c.lease_expires_at <= now)
+    return int((await conn.execute(query.select_from(t.runs))).scalar_one())
+
+
+# --- artifacts and evidence --------------------------------------------------------------
+
+
+async def insert_artifact(conn: AsyncConnection, values: Values) -> None:
+    await conn.execute(insert(t.artifacts).values(values))
+
+
+async def get_artifact(conn: AsyncConnection, artifact_id: str) -> RowMapping | None:
+    return (await conn.execute(select(t.artifacts).where(t.artifacts.c.id == artifact_id))).mappings().first()
+
+
+async def artifacts_of_run(conn: AsyncConnection, run_id: str) -> Sequence[RowMapping]:
+    query = select(t.artifacts).where(t.artifacts.c.run_id == run_id).order_by(t.artifacts.c.created_at)
+    return (await conn.execute(query)).mappings().all()
+
+
+async def insert_evidence_pack(conn: AsyncConnection, values: Values) -> None:
+    await conn.execute(insert(t.evidence_packs).values(values))
+
+
+async def get_evidence_pack(conn: AsyncConnection, pack_id: str) -> RowMapping | None:
+    return (await conn.execute(select(t.evidence_packs).where(t.evidence_packs.c.id == pack_id))).mappings().first()
+
+
+async def evidence_pack_for_run(conn: AsyncConnection, run_id: str) -> RowMapping | None:
+    query = select(t.evidence_packs).where(t.evidence_packs.c.run_id == run_id)
+    return (await conn.execute(query)).mappings().first()
+
+
+async def decide_evidence_pack(conn: AsyncConnection, pack_id: str, state: str) -> bool:
+    """Only a pending pack can be decided: two reviewers racing get one winner."""
+    stmt = (
+        update(t.evidence_packs)
+        .where(t.evidence_packs.c.id == pack_id, t.evidence_packs.c.review_state == "pending")
+        .values(review_state=state)
+    )
+    return (await conn.execute(stmt)).rowcount == 1
+
+
+async def insert_review_decision(conn: AsyncConnection, values: Values) -> None:
+    await conn.execute(insert(t.review_decisions).values(values))
+
+
+async def review_decision_for_pack(conn: AsyncConnection, pack_id: str) -> RowMapping | None:
+    query = select(t.review_decisions).where(t.review_decisions.c.evidence_pack_id == pack_id)
+    return (await conn.execute(query)).mappings().first()
+
+
+async def pending_reviews(
+    conn: AsyncConnection, after: tuple[datetime, str] | None, limit: int
+) -> Sequence[RowMapping]:
+    ep, runs, tasks = t.evidence_packs, t.runs, t.tasks
+    query = (
+        select(
+            ep.c.id.label("evidence_pack_id"),
+            ep.c.run_id,
+            ep.c.task_id,
+            ep.c.issue_id,
+            ep.c.verdict,
+            ep.c.verdict_reason,
+            ep.c.created_at,
+            runs.c.summary,
+            runs.c.executor,
+            tasks.c.objective,
+        )
+        .join(runs, runs.c.id == ep.c.run_id)
+        .join(tasks, tasks.c.id == ep.c.task_id)
+        .where(ep.c.review_state == "pending")
+    )
+    if after is not None:
+        created_at, pack_id = after
+        query = query.where(or_(ep.c.created_at > created_at, and_(ep.c.created_at == created_at, ep.c.id > pack_id)))
+    query = query.order_by(ep.c.created_at, ep.c.id).limit(limit)
+    return (await conn.execute(query)).mappings().all()
+
+
+async def count_pending_reviews(conn: AsyncConnection) -> int:
+    query = select(func.count()).select_from(t.evidence_packs).where(t.evidence_packs.c.review_state == "pending")
+    return int((await conn.execute(query)).scalar_one())
+
+
+# --- audit -------------------------------------------------------------------------------
+
+
+async def audit_trail(
+    conn: AsyncConnection, entity_kind: str, entity_id: str, after_id: int | None, limit: int
+) -> Sequence[RowMapping]:
+    query = select(t.audit_log).where(t.audit_log.c.entity_kind == entity_kind, t.audit_log.c.entity_id == entity_id)
+    if after_id is not None:
+        query = query.where(t.audit_log.c.id > after_id)
+    return (await conn.execute(query.order_by(t.audit_log.c.id).limit(limit))).mappings().all()

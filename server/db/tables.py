@@ -1,0 +1,222 @@
+"""Every table JCT keeps, with the indexes its queries use (DESIGN section 2)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from server.db.types import BigId, Json, UTCDateTime
+
+# Stable constraint names, so migrations are the same on every dialect.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(36)
+
+issues = Table(
+    "issues",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("priority", String(2), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("acceptance_criteria", Json, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+context_packets = Table(
+    "context_packets",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("issue_id", ID, ForeignKey("issues.id"), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("prior_art", Json, nullable=False),
+    Column("files_of_interest", Json, nullable=False),
+    Column("acceptance_criteria", Json, nullable=False),
+    Column("data", Json, nullable=False),
+    Column("review_feedback", Json, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("issue_id", "version"),
+)
+
+constraint_snapshots = Table(
+    "constraint_snapshots",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("issue_id", ID, ForeignKey("issues.id"), nullable=True, index=True),
+    Column("scope", String(16), nullable=False),
+    Column("time_budget_seconds", Integer, nullable=False),
+    Column("allow_network", Boolean, nullable=False),
+    Column("allow_secrets", Boolean, nullable=False),
+    Column("allowed_paths", Json, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+doctrine_refs = Table(
+    "doctrine_refs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("namespace", String(128), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("body", Text, nullable=False),
+    UniqueConstraint("namespace", "name"),
+)
+
+issue_doctrine = Table(
+    "issue_doctrine",
+    metadata,
+    Column("issue_id", ID, ForeignKey("issues.id"), primary_key=True),
+    Column("doctrine_id", ID, ForeignKey("doctrine_refs.id"), primary_key=True),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("operation", String(16), nullable=False),
+    Column("objective", Text, nullable=False),
+    Column("target_repo", String(512), nullable=False),
+    Column("target_ref", String(256), nullable=False),
+    Column("target_path", String(1024), nullable=False),
+    Column("priority", String(2), nullable=False),
+    Column("time_budget_seconds", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("idempotency_key", String(256), nullable=True, unique=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("trace_id", ID, nullable=False),
+    Column("issue_id", ID, ForeignKey("issues.id"), nullable=True, index=True),
+    Column("constraint_snapshot_id", ID, ForeignKey("constraint_snapshots.id"), nullable=True),
+    Column("requested_by", String(256), nullable=False),
+    # The run that holds the claim; NULL whenever the task is not running.
+    Column("active_run_id", ID, nullable=True),
+    Column("queued_at", UTCDateTime, nullable=False),
+    Column("claimed_at", UTCDateTime, nullable=True),
+    Column("completed_at", UTCDateTime, nullable=True),
+    Column("result", Json, nullable=True),
+    Column("error", Text, nullable=True),
+    # Claim-next and the queue listing walk queued tasks in this order.
+    Index("ix_tasks_status_priority_queued_at_id", "status", "priority", "queued_at", "id"),
+    Index("ix_tasks_operation_status_priority_queued_at", "operation", "status", "priority", "queued_at"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("task_id", ID, ForeignKey("tasks.id"), nullable=False),
+    Column("issue_id", ID, nullable=True),
+    Column("mode", String(16), nullable=False),
+    Column("executor", Json, nullable=False),
+    # The principal that claimed; fencing looks runs up by (task, actor).
+    Column("actor_id", String(256), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("ended_at", UTCDateTime, nullable=True),
+    Column("summary", Text, nullable=True),
+    Column("outputs", Json, nullable=True),
+    Column("telemetry", Json, nullable=True),
+    Column("failure", Json, nullable=True),
+    Column("artifact_root_uri", Text, nullable=False),
+    Index("ix_runs_task_id_actor_id", "task_id", "actor_id"),
+    # The sweeper finds running runs whose lease has passed.
+    Index("ix_runs_status_lease_expires_at", "status", "lease_expires_at"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("progress", Integer, nullable=True),
+    Column("data", Json, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False, index=True),
+    Column("task_id", ID, ForeignKey("tasks.id"), nullable=False),
+    Column("title", String(512), nullable=False),
+    Column("type", String(16), nullable=False),
+    Column("media_type", String(128), nullable=False),
+    Column("uri", Text, nullable=False),
+    # True when the content lives in JCT's trace store (readable through jct_get_artifact).
+    Column("stored", Boolean, nullable=False),
+    Column("size_bytes", Integer, nullable=True),
+    Column("sha256", String(64), nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+evidence_packs = Table(
+    "evidence_packs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False, unique=True),
+    Column("task_id", ID, ForeignKey("tasks.id"), nullable=False),
+    Column("issue_id", ID, nullable=True),
+    Column("verdict", String(16), nullable=False),
+    Column("verdict_reason", Text, nullable=False),
+    Column("checks", Json, nullable=False),
+    Column("criteria_results", Json, nullable=False),
+    Column("evidence_collected", Json, nullable=False),
+    Column("evidence_missing", Json, nullable=False),
+    Column("prover_id", String(64), nullable=False),
+    # pending | approved | rejected | needs_changes | not_required (failed runs need no review)
+    Column("review_state", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_evidence_packs_review_state_created_at", "review_state", "created_at"),
+)
+
+review_decisions = Table(
+    "review_decisions",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("evidence_pack_id", ID, ForeignKey("evidence_packs.id"), nullable=False, unique=True),
+    Column("decision", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("reviewer", Json, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("ts", UTCDateTime, nullable=False),
+    Column("actor_kind", String(16), nullable=False),
+    Column("actor_id", String(256), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("entity_kind", String(32), nullable=False),
+    Column("entity_id", ID, nullable=False),
+    Column("before", Json, nullable=True),
+    Column("after", Json, nullable=True),
+    Column("trace_id", ID, nullable=True),
+    Index("ix_audit_log_entity_kind_entity_id_id", "entity_kind", "entity_id", "id"),
+)

@@ -1,0 +1,125 @@
+"""One database fixture for every test: SQLite always, PostgreSQL when JCT_TEST_POSTGRES_URL is set.
+
+PostgreSQL tests never skip once the variable is set: an unreachable server fails them.
+Each PostgreSQL test gets its own database, copied from a template migrated once per worker.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from server.config import Settings, async_database_url
+from server.core.service import Core
+from server.db.engine import Database
+from server.db.migrate import upgrade
+
+POSTGRES_URL = os.environ.get("JCT_TEST_POSTGRES_URL", "")
+DIALECTS = ["sqlite", "postgresql"] if POSTGRES_URL else ["sqlite"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _admin_url() -> str:
+    return async_database_url(POSTGRES_URL)
+
+
+async def _admin_execute(*statements: str) -> None:
+    engine = create_async_engine(_admin_url(), isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            for statement in statements:
+                await conn.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+_templates: dict[str, str] = {}
+
+
+async def _template(worker: str) -> str:
+    """A migrated template database for this test worker, made once."""
+    if worker not in _templates:
+        name = f"jct_tpl_{worker}"
+        await _admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}")
+        db = Database(str(make_url(_admin_url()).set(database=name)))
+        try:
+            await upgrade(db)
+        finally:
+            await db.dispose()
+        _templates[worker] = name
+    return _templates[worker]
+
+
+async def postgres_database(worker: str) -> str:
+    template = await _template(worker)
+    name = f"jct_t_{uuid.uuid4().hex[:12]}"
+    await _admin_execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+    return str(make_url(_admin_url()).set(database=name))
+
+
+async def drop_postgres_database(url: str) -> None:
+    name = make_url(url).database
+    await _admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=DIALECTS)
+def dialect(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def worker_id_str(request: pytest.FixtureRequest) -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@pytest.fixture
+async def database_url(dialect: str, tmp_path: Path, worker_id_str: str) -> AsyncIterator[str]:
+    """A migrated, empty database of the requested dialect."""
+    if dialect == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'jct.db'}"
+        db = Database(url)
+        await upgrade(db)
+        await db.dispose()
+        yield url
+        return
+    url = await postgres_database(worker_id_str)
+    try:
+        yield url
+    finally:
+        await drop_postgres_database(url)
+
+
+@pytest.fixture
+def make_settings(database_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    def make(**overrides: object) -> Settings:
+        values: dict[str, object] = {
+            "database_url": database_url,
+            "home": tmp_path / "home",
+            "trace_root": tmp_path / "traces",
+        }
+        values.update(overrides)
+        return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+    return make
+
+
+@pytest.fixture
+async def core(make_settings) -> AsyncIterator[Core]:  # type: ignore[no-untyped-def]
+    built = Core.build(make_settings())
+    try:
+        yield built
+    finally:
+        await built.db.dispose()
+
+
