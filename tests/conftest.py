@@ -6,9 +6,10 @@ Each PostgreSQL test gets its own database, copied from a template migrated once
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,8 @@ _templates: dict[str, str] = {}
 async def _template(worker: str) -> str:
     """A migrated template database for this test worker, made once."""
     if worker not in _templates:
-        name = f"jct_tpl_{worker}"
+        # Unique per process: concurrent test runs on one server must not share (or drop) a template.
+        name = f"jct_tpl_{worker}_{os.getpid()}"
         await _admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"CREATE DATABASE {name}")
         db = Database(str(make_url(_admin_url()).set(database=name)))
         try:
@@ -71,6 +73,13 @@ async def postgres_database(worker: str) -> str:
 async def drop_postgres_database(url: str) -> None:
     name = make_url(url).database
     await _admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_templates() -> Iterator[None]:
+    yield
+    for name in _templates.values():
+        asyncio.run(_admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 @pytest.fixture(params=DIALECTS)

@@ -1,0 +1,66 @@
+"""Admin tools: put work into the queue, and cancel it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from server.core import queue, results
+from server.core.service import Core
+from server.identity import Identity
+from server.tools.annotations import DESTRUCTIVE, WRITE
+
+
+def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
+    @mcp.tool(
+        name="jct_enqueue_task",
+        annotations=WRITE,
+        description=(
+            "Add a task to the queue. Write the objective and acceptance_criteria so another agent can do and "
+            "verify the work without asking; context_summary is its briefing. With an idempotency_key a resend "
+            "returns the same task (duplicate: true). Errors: REPO_NOT_ALLOWED, BUDGET_OUT_OF_RANGE (30..86400 s), "
+            "IDEMPOTENCY_CONFLICT (key reused with a different payload)."
+        ),
+    )
+    async def jct_enqueue_task(
+        objective: str,
+        operation: Literal["code_change", "docs", "analysis", "ops"],
+        target_repo: Annotated[str, Field(description="e.g. myorg/api-service")],
+        ctx: Context,
+        target_ref: str = "main",
+        target_path: Annotated[str, Field(description="Scope inside the repo; empty = whole repo.")] = "",
+        time_budget_seconds: int = 3600,
+        priority: Literal["P0", "P1", "P2", "P3", "P4"] = "P2",
+        acceptance_criteria: list[str] | None = None,
+        context_summary: str | None = None,
+        idempotency_key: str | None = None,
+        create_cwom: Annotated[bool, Field(description="Also create the issue and briefing.")] = True,
+    ) -> results.Enqueued:
+        return await queue.enqueue_task(
+            core,
+            identity.actor(ctx),
+            objective=objective,
+            operation=operation,
+            target_repo=target_repo,
+            target_ref=target_ref,
+            target_path=target_path,
+            time_budget_seconds=time_budget_seconds,
+            priority=priority,
+            acceptance_criteria=acceptance_criteria,
+            context_summary=context_summary,
+            idempotency_key=idempotency_key,
+            create_cwom=create_cwom,
+        )
+
+    @mcp.tool(
+        name="jct_cancel_task",
+        annotations=DESTRUCTIVE,
+        description="Cancel a queued or running task for good; a running agent's next call fails. Cannot be undone.",
+    )
+    async def jct_cancel_task(
+        task_id: Annotated[str, Field(description="The task's id (UUID).")], reason: str, ctx: Context
+    ) -> results.Cancelled:
+        return await queue.cancel_task(core, identity.actor(ctx), task_id, reason)

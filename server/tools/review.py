@@ -1,0 +1,47 @@
+"""Review tools: find completed work awaiting a decision, and decide."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from server.core import results, review
+from server.core.service import Core
+from server.identity import Identity
+from server.tools.annotations import READ, WRITE
+
+
+def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
+    @mcp.tool(
+        name="jct_list_pending_reviews",
+        annotations=READ,
+        description=(
+            "Completed runs awaiting a review decision, oldest first: evidence_pack_id, run_id, objective, "
+            "verdict, summary. Inspect with jct_get_evidence / jct_get_run, then jct_submit_review."
+        ),
+    )
+    async def jct_list_pending_reviews(
+        limit: Annotated[int, Field(ge=1, le=100)] = 10, cursor: str | None = None
+    ) -> results.PendingReviews:
+        return await review.list_pending_reviews(core, limit=limit, cursor=cursor)
+
+    @mcp.tool(
+        name="jct_submit_review",
+        annotations=WRITE,
+        description=(
+            "Decide a pending evidence pack. approved: the work is done. rejected: the task fails. needs_changes: "
+            "the task is requeued with your reason added to its briefing for the next attempt. Give a specific "
+            "reason. Errors: ALREADY_REVIEWED, REVIEW_NOT_ALLOWED (you ran it yourself)."
+        ),
+    )
+    async def jct_submit_review(
+        evidence_pack_id: str,
+        decision: Literal["approved", "rejected", "needs_changes"],
+        reason: str,
+        ctx: Context,
+        reviewer_name: str = "claude-code",
+    ) -> results.ReviewSubmitted:
+        return await review.submit_review(core, identity.actor(ctx), evidence_pack_id, decision, reason, reviewer_name)

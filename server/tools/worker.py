@@ -1,0 +1,178 @@
+"""Worker tools: find, claim, brief, report, complete, release."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.core import queue, results, work
+from server.core.service import Core
+from server.identity import Identity
+from server.tools.annotations import READ, RETRY_SAFE, WRITE
+
+TaskId = Annotated[str, Field(description="The task's id (UUID).")]
+OperationFilter = Literal["code_change", "docs", "analysis", "ops"]
+
+
+class CriterionReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    criterion: str | int = Field(description="The criterion's text or 0-based index.")
+    status: Literal["satisfied", "unsatisfied"]
+    evidence: list[str] = Field(default_factory=list, description="Ids of this run's artifacts that show it.")
+    note: str | None = None
+
+
+def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
+    @mcp.tool(
+        name="jct_list_tasks",
+        annotations=READ,
+        description=(
+            "Browse the queue, highest priority (P0) and oldest first. Use jct_claim_next to simply take the "
+            "next task. Returns tasks[] (task_id, objective, operation, target_repo, priority, status, "
+            "time_budget_seconds) and next_cursor when more pages exist."
+        ),
+    )
+    async def jct_list_tasks(
+        status: Literal["queued", "running", "completed", "failed", "cancelled", "all"] = "queued",
+        operation: OperationFilter | None = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
+    ) -> results.TaskList:
+        return await queue.list_tasks(core, status=status, operation=operation, limit=limit, cursor=cursor)
+
+    @mcp.tool(
+        name="jct_claim_task",
+        annotations=WRITE,
+        description=(
+            "Claim one queued task by id. Atomic: exactly one agent wins. Returns run_id, objective, target, "
+            "constraints, context_packet (summary, files_of_interest, acceptance_criteria, review_feedback) and "
+            "lease_expires_at. Error TASK_ALREADY_CLAIMED: someone else has it; use jct_claim_next."
+        ),
+    )
+    async def jct_claim_task(task_id: TaskId, ctx: Context) -> results.Claim:
+        return await queue.claim_task(core, identity.actor(ctx), task_id)
+
+    @mcp.tool(
+        name="jct_claim_next",
+        annotations=WRITE,
+        description=(
+            "Claim the highest-priority queued task, optionally filtered. Same result as jct_claim_task plus "
+            "claimed: true; claimed: false when nothing is eligible (the queue is empty for you: stop)."
+        ),
+    )
+    async def jct_claim_next(
+        ctx: Context,
+        operation: OperationFilter | None = None,
+        repo_prefix: Annotated[str | None, Field(description="Only tasks whose target_repo starts with this.")] = None,
+    ) -> results.ClaimNext:
+        return await queue.claim_next(core, identity.actor(ctx), operation=operation, repo_prefix=repo_prefix)
+
+    @mcp.tool(
+        name="jct_get_context",
+        annotations=READ,
+        description=(
+            "Re-read a task's full briefing: issue, latest context_packet (with review_feedback from earlier "
+            "attempts), constraint_snapshot and doctrine_refs (standing guidance to follow)."
+        ),
+    )
+    async def jct_get_context(task_id: TaskId) -> results.TaskContext:
+        return await work.get_context(core, task_id)
+
+    @mcp.tool(
+        name="jct_report_artifact",
+        annotations=WRITE,
+        description=(
+            "Record an output of your claimed task: give content (stored by JCT, size-limited) or a remote uri. "
+            "The prover needs a code_patch (unified diff) or commit for code_change, a doc for docs, a report "
+            "for analysis, a log or report for ops; a log with a test-runner summary is checked for failures. "
+            "Renews your lease. Returns artifact_id: cite it in criteria_results. Errors: LEASE_EXPIRED (stop, "
+            "the task was requeued), NOT_CLAIMANT, PAYLOAD_TOO_LARGE (split it or pass a uri)."
+        ),
+    )
+    async def jct_report_artifact(
+        task_id: TaskId,
+        title: Annotated[str, Field(description="Short name, e.g. 'Code changes'.")],
+        artifact_type: Literal["code_patch", "commit", "doc", "report", "log", "trace"],
+        ctx: Context,
+        content: str | None = None,
+        uri: str | None = None,
+        media_type: str = "text/plain",
+    ) -> results.ArtifactReported:
+        return await work.report_artifact(
+            core,
+            identity.actor(ctx),
+            task_id,
+            title=title,
+            artifact_type=artifact_type,
+            content=content,
+            uri=uri,
+            media_type=media_type,
+        )
+
+    @mcp.tool(
+        name="jct_report_progress",
+        annotations=WRITE,
+        description=(
+            "Post a progress note on your claimed task and renew its lease; call it every few minutes of long "
+            "work or the lease expires and the task is requeued. kind: progress, milestone, decision or blocker."
+        ),
+    )
+    async def jct_report_progress(
+        task_id: TaskId,
+        message: str,
+        ctx: Context,
+        progress: Annotated[int | None, Field(ge=0, le=100, description="Percent done.")] = None,
+        kind: Literal["progress", "milestone", "decision", "blocker"] = "progress",
+    ) -> results.ProgressReported:
+        return await work.report_progress(
+            core, identity.actor(ctx), task_id, message=message, progress=progress, kind=kind
+        )
+
+    @mcp.tool(
+        name="jct_complete_task",
+        annotations=RETRY_SAFE,
+        description=(
+            "Finish your claimed task (success=false if you could not do it, with error_message). Runs the "
+            "prover (verdict pass/partial/fail) and the review policy. A criterion counts as satisfied only if "
+            "you cite an artifact of this run in criteria_results. Returns task_status, run_status, "
+            "evidence_pack{id, verdict, verdict_reason}, review{status: auto_approved | awaiting_manual_review "
+            "| not_required}. Safe to retry: a repeat returns the recorded outcome with duplicate: true."
+        ),
+    )
+    async def jct_complete_task(
+        task_id: TaskId,
+        success: bool,
+        summary: Annotated[str, Field(description="What was done, for the reviewer.")],
+        ctx: Context,
+        outputs: Annotated[str | dict[str, Any] | None, Field(description="JSON object of structured outputs.")] = None,
+        error_message: str | None = None,
+        criteria_results: list[CriterionReport] | None = None,
+        telemetry: Annotated[
+            dict[str, Any] | None, Field(description="tokens_input, tokens_output, cost_usd, duration_seconds.")
+        ] = None,
+    ) -> results.Completion:
+        return await work.complete_task(
+            core,
+            identity.actor(ctx),
+            task_id,
+            success=success,
+            summary=summary,
+            outputs=outputs,
+            error_message=error_message,
+            criteria_results=[c.model_dump() for c in criteria_results] if criteria_results is not None else None,
+            telemetry=telemetry,
+        )
+
+    @mcp.tool(
+        name="jct_release_task",
+        annotations=WRITE,
+        description=(
+            "Give your claim back without penalty (the task returns to the queue for someone else). Use it when "
+            "you cannot or should not do the task; use jct_complete_task with success=false when you tried and failed."
+        ),
+    )
+    async def jct_release_task(task_id: TaskId, reason: str, ctx: Context) -> results.Released:
+        return await work.release_task(core, identity.actor(ctx), task_id, reason)

@@ -1,0 +1,90 @@
+"""The tool surface is deliberate: a committed snapshot, annotations, toolsets, and its size in tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.tools.conftest import ClientFactory
+
+pytestmark = pytest.mark.anyio
+
+SNAPSHOT = Path(__file__).with_name("tools_snapshot.json")
+READS = {
+    "jct_list_tasks",
+    "jct_get_context",
+    "jct_get_task",
+    "jct_get_run",
+    "jct_get_evidence",
+    "jct_get_audit_trail",
+    "jct_get_artifact",
+    "jct_queue_stats",
+    "jct_list_pending_reviews",
+}
+WORKER = {
+    "jct_list_tasks",
+    "jct_claim_task",
+    "jct_claim_next",
+    "jct_get_context",
+    "jct_report_artifact",
+    "jct_report_progress",
+    "jct_complete_task",
+    "jct_release_task",
+}
+
+
+async def _surface(client: Client) -> list[dict[str, Any]]:
+    tools = (await client.list_tools()).tools
+    return [
+        {
+            "name": tool.name,
+            "annotations": tool.annotations.model_dump(exclude_none=True) if tool.annotations else None,
+            "input_schema": tool.input_schema,
+        }
+        for tool in sorted(tools, key=lambda t: t.name)
+    ]
+
+
+def _context_chars(tools: list[Any]) -> int:
+    """What a client hands its model per tool: name, description, input schema."""
+    return sum(len(t.name) + len(t.description or "") + len(json.dumps(t.input_schema)) for t in tools)
+
+
+async def test_tools_list_matches_the_committed_snapshot(connect: ClientFactory) -> None:
+    async with connect() as client:
+        surface = await _surface(client)
+    if os.environ.get("JCT_UPDATE_SNAPSHOT") == "1":
+        SNAPSHOT.write_text(json.dumps(surface, indent=2, sort_keys=True) + "\n")
+    expected = json.loads(SNAPSHOT.read_text())
+    assert surface == expected, "tools/list changed: rerun with JCT_UPDATE_SNAPSHOT=1 if the change is deliberate"
+
+
+async def test_reads_are_read_only_and_only_cancel_is_destructive(connect: ClientFactory) -> None:
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    assert len(tools) == 18
+    for tool in tools:
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is (tool.name in READS), tool.name
+        if tool.name not in READS:
+            assert tool.annotations.destructive_hint is (tool.name == "jct_cancel_task"), tool.name
+
+
+async def test_toolsets_select_the_exposed_groups(connect: ClientFactory) -> None:
+    async with connect(toolsets=["worker"]) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert names == WORKER
+
+
+async def test_the_surface_fits_the_context_budget(connect: ClientFactory) -> None:
+    async with connect() as client:
+        full = _context_chars((await client.list_tools()).tools)
+    async with connect(toolsets=["worker"]) as client:
+        worker = _context_chars((await client.list_tools()).tools)
+    assert full / 4 < 5_000
+    assert worker / 4 < 2_500
