@@ -6,13 +6,16 @@ from importlib.metadata import version
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, InputRequiredResult
+from mcp_types import CallToolResult, InputRequiredResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from server.core.service import Core
 from server.identity import Identity
+from server.notify.hub import NotificationHub
 from server.tools import register_tools
 from server.tools.errors import translate
 
@@ -26,7 +29,26 @@ Errors are JSON with a code and a suggestion: follow the suggestion."""
 
 
 class JctServer(MCPServer[Any]):
-    """MCPServer whose tool failures all leave through one translation (server/tools/errors.py)."""
+    """MCPServer whose tool failures all leave through one translation (server/tools/errors.py),
+    and whose resource changes reach subscribers of both protocol eras through `hub`."""
+
+    def __init__(self, hub: NotificationHub, **kwargs: Any) -> None:
+        super().__init__(subscriptions=hub.bus, **kwargs)
+        self.hub = hub
+        low = self._lowlevel_server
+        low.add_request_handler("resources/subscribe", SubscribeRequestParams, hub.subscribe)
+        low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
+        low.middleware.append(hub.observe)
+        # The SDK advertises listChanged only when told to; the handshake-era transports ask
+        # the low-level server for its options with no arguments, so answer for them.
+        plain = low.create_initialization_options
+
+        def with_list_changed(
+            notification_options: NotificationOptions | None = None, *args: Any, **kw: Any
+        ) -> InitializationOptions:
+            return plain(notification_options or NotificationOptions(resources_changed=True), *args, **kw)
+
+        low.create_initialization_options = with_list_changed  # type: ignore[method-assign]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -39,7 +61,13 @@ class JctServer(MCPServer[Any]):
             return translate(name, exc)
 
 
-def build_mcp(core: Core, identity: Identity) -> MCPServer[Any]:
-    server = JctServer(name="jct", title="JCT work queue", version=version("jct"), instructions=INSTRUCTIONS)
+def build_mcp(core: Core, identity: Identity, hub: NotificationHub | None = None) -> JctServer:
+    server = JctServer(
+        hub if hub is not None else NotificationHub(),
+        name="jct",
+        title="JCT work queue",
+        version=version("jct"),
+        instructions=INSTRUCTIONS,
+    )
     register_tools(server, core, identity, core.settings.toolsets)
     return server

@@ -1,0 +1,69 @@
+"""The change feed: every server process follows the audit log by increasing id.
+
+PostgreSQL hands out ids when rows are inserted but makes them visible at commit, so a
+follower can see id 12 before id 11 commits. A skipped id is remembered as a hole and
+asked for again on each poll until it shows up or HOLE_PATIENCE passes (a rolled-back
+transaction burns ids that never appear). SQLite has a single writer: no holes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from server.core.service import Core
+from server.db import feed
+from server.notify.changes import Changes
+
+log = logging.getLogger(__name__)
+
+HOLE_PATIENCE = 30.0
+BATCH = 500
+
+Deliver = Callable[[Changes], Awaitable[None]]
+
+
+class ChangeFeed:
+    def __init__(self, core: Core, deliver: Deliver, interval: float) -> None:
+        self._core = core
+        self._deliver = deliver
+        self._interval = interval
+        self._cursor: int | None = None
+        self._holes: dict[int, float] = {}
+
+    async def start_position(self) -> None:
+        """Begin at the newest row: subscribers hear about changes from now on."""
+        async with self._core.db.read() as conn:
+            self._cursor = await feed.latest_audit_id(conn)
+
+    async def poll(self) -> Changes:
+        """Read what is new since the last poll and deliver it. Returns what was delivered."""
+        if self._cursor is None:
+            await self.start_position()
+        assert self._cursor is not None
+        now = time.monotonic()
+        self._holes = {hole: seen for hole, seen in self._holes.items() if now - seen < HOLE_PATIENCE}
+        async with self._core.db.read() as conn:
+            rows = await feed.audit_after(conn, self._cursor, self._holes.keys(), BATCH)
+        changes = Changes()
+        for row in rows:
+            row_id = int(row["id"])
+            if row_id > self._cursor:
+                self._holes.update({missing: now for missing in range(self._cursor + 1, row_id)})
+                self._cursor = row_id
+            self._holes.pop(row_id, None)
+            changes.add(row)
+        if changes:
+            await self._deliver(changes)
+        return changes
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.poll()
+            except Exception:
+                log.exception("change feed poll failed; retrying")
+            await anyio.sleep(self._interval)

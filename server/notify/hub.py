@@ -1,0 +1,84 @@
+"""Fan-out to subscribers of both protocol eras.
+
+Legacy sessions subscribe with `resources/subscribe`; we keep their connections weakly, so a
+client that goes away is forgotten with its connection. 2026-07-28 clients listen with
+`subscriptions/listen`, served by the SDK from the subscription bus we publish to. Every send
+runs with a deadline in its own task: a slow subscriber never holds up the others, and tool
+calls never wait for notifications at all (the feed delivers from its own task).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
+from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+from server.notify.changes import Changes
+
+log = logging.getLogger(__name__)
+SEND_DEADLINE = 5.0
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    # The per-request ServerSession wraps the connection that outlives the request.
+    connection: Connection = ctx.session._connection
+    return connection
+
+
+class NotificationHub:
+    def __init__(self) -> None:
+        self.bus = InMemorySubscriptionBus()
+        # connection -> URIs it subscribed to; connections seen at all hear list_changed.
+        self._subscriptions: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
+        self._seen: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+    # --- handlers registered on the MCP server -------------------------------------------
+
+    async def subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
+        self._subscriptions.setdefault(_connection(ctx), set()).add(str(params.uri))
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
+        uris = self._subscriptions.get(_connection(ctx))
+        if uris is not None:
+            uris.discard(str(params.uri))
+        return EmptyResult()
+
+    async def observe(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: remember every handshake-era connection, so list_changed reaches it."""
+        if ctx.method == "notifications/initialized" or ctx.method.startswith("resources/"):
+            self._seen.add(_connection(ctx))
+        return await call_next(ctx)
+
+    # --- delivery ------------------------------------------------------------------------
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscriptions)
+
+    async def deliver(self, changes: Changes) -> None:
+        for uri in sorted(changes.uris):
+            await self.bus.publish(ResourceUpdated(uri=uri))
+        if changes.list_changed:
+            await self.bus.publish(ResourcesListChanged())
+        async with anyio.create_task_group() as tg:
+            for connection, uris in list(self._subscriptions.items()):
+                for uri in sorted(uris & changes.uris):
+                    tg.start_soon(self._send, connection, "notifications/resources/updated", {"uri": uri})
+            if changes.list_changed:
+                for connection in list(self._seen):
+                    tg.start_soon(self._send, connection, "notifications/resources/list_changed", None)
+
+    async def _send(self, connection: Connection, method: str, params: dict[str, str] | None) -> None:
+        with anyio.move_on_after(SEND_DEADLINE) as scope:
+            await connection.notify(method, params)
+        if scope.cancelled_caught:
+            log.warning("dropping a subscriber that did not take %s within %.0fs", method, SEND_DEADLINE)
+            self._subscriptions.pop(connection, None)
+            self._seen.discard(connection)

@@ -1,0 +1,121 @@
+"""The change feed: audit rows become resources/updated and list_changed for subscribers of both eras."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp_types import ResourceListChangedNotification, ResourceUpdatedNotification
+
+from server.config import Settings
+from server.core import queue, work
+from server.core.service import Core
+from server.identity import FixedIdentity
+from server.mcp import build_mcp
+from server.notify.feed import ChangeFeed
+from tests.core.helpers import ALICE, enqueue
+
+pytestmark = pytest.mark.anyio
+
+
+class Inbox:
+    """Collects server notifications; `wait_for` blocks (boundedly) until one matches."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self._arrived = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        self.messages.append(message)
+        self._arrived.set()
+
+    async def wait_for(self, predicate: Callable[[Any], bool], feed: ChangeFeed) -> Any:
+        with anyio.fail_after(10):
+            while True:
+                for message in self.messages:
+                    if predicate(message):
+                        return message
+                self._arrived = anyio.Event()
+                await feed.poll()
+                with anyio.move_on_after(0.05):
+                    await self._arrived.wait()
+
+
+def updated(uri: str) -> Callable[[Any], bool]:
+    return lambda m: isinstance(m, ResourceUpdatedNotification) and m.params.uri == uri
+
+
+async def test_legacy_subscriber_hears_about_a_completion_by_another_agent(core: Core) -> None:
+    server = build_mcp(core, FixedIdentity("watcher"))
+    feed = ChangeFeed(core, server.hub.deliver, interval=0.05)
+    await feed.start_position()
+    task_id = await enqueue(core)
+    claim = await queue.claim_task(core, ALICE, task_id)
+    inbox = Inbox()
+    async with Client(server, mode="legacy", message_handler=inbox) as client:
+        assert client.server_capabilities.resources is not None
+        assert client.server_capabilities.resources.subscribe is True
+        assert client.server_capabilities.resources.list_changed is True
+        await client.subscribe_resource(f"jct://runs/{claim.run_id}")
+        await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+        await inbox.wait_for(updated(f"jct://runs/{claim.run_id}"), feed)
+
+
+async def test_unsubscribed_uris_stay_quiet(core: Core) -> None:
+    server = build_mcp(core, FixedIdentity("watcher"))
+    feed = ChangeFeed(core, server.hub.deliver, interval=0.05)
+    await feed.start_position()
+    task_id = await enqueue(core)
+    claim = await queue.claim_task(core, ALICE, task_id)
+    inbox = Inbox()
+    async with Client(server, mode="legacy", message_handler=inbox) as client:
+        uri = f"jct://runs/{claim.run_id}"
+        await client.subscribe_resource(uri)
+        await client.unsubscribe_resource(uri)
+        await work.report_progress(core, ALICE, task_id, message="halfway")
+        await feed.poll()
+        # A later change to a still-subscribed URI arrives, and the unsubscribed one never did.
+        await client.subscribe_resource(f"jct://tasks/{task_id}")
+        await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+        await inbox.wait_for(updated(f"jct://tasks/{task_id}"), feed)
+        assert not any(updated(uri)(m) for m in inbox.messages)
+
+
+async def test_list_changed_reaches_a_legacy_session_when_a_task_is_enqueued(core: Core) -> None:
+    server = build_mcp(core, FixedIdentity("watcher"))
+    feed = ChangeFeed(core, server.hub.deliver, interval=0.05)
+    await feed.start_position()
+    inbox = Inbox()
+    async with Client(server, mode="legacy", message_handler=inbox) as client:
+        await client.subscribe_resource("jct://queue")
+        await enqueue(core)
+        await inbox.wait_for(lambda m: isinstance(m, ResourceListChangedNotification), feed)
+        await inbox.wait_for(updated("jct://queue"), feed)
+
+
+async def test_modern_listener_hears_about_a_completion(core: Core) -> None:
+    server = build_mcp(core, FixedIdentity("watcher"))
+    feed = ChangeFeed(core, server.hub.deliver, interval=0.05)
+    await feed.start_position()
+    task_id = await enqueue(core)
+    claim = await queue.claim_task(core, ALICE, task_id)
+    uri = f"jct://runs/{claim.run_id}"
+    async with Client(server) as client, client.listen(resource_subscriptions=[uri]) as events:
+        await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+        await feed.poll()
+        with anyio.fail_after(10):
+            event = await events.__anext__()
+        assert getattr(event, "uri", None) == uri
+
+
+async def test_a_disconnected_subscriber_is_forgotten(core: Core, make_settings: Callable[..., Settings]) -> None:
+    server = build_mcp(core, FixedIdentity("watcher"))
+    async with Client(server, mode="legacy") as client:
+        await client.subscribe_resource("jct://queue")
+        assert server.hub.subscriber_count == 1
+    gc.collect()
+    assert server.hub.subscriber_count == 0
