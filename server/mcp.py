@@ -1,4 +1,4 @@
-"""build_mcp(): the MCP server, with the tools of the toolsets JCT_TOOLSETS selects."""
+"""build_mcp(): the MCP server: the tools JCT_TOOLSETS selects, the jct:// resources, the prompts."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from mcp_types import CallToolResult, InputRequiredResult, SubscribeRequestParam
 from server.core.service import Core
 from server.identity import Identity
 from server.notify.hub import NotificationHub
+from server.prompts import register_prompts
+from server.resources import register_resources
 from server.tools import register_tools
 from server.tools.errors import translate
 
@@ -70,4 +72,6 @@ def build_mcp(core: Core, identity: Identity, hub: NotificationHub | None = None
         instructions=INSTRUCTIONS,
     )
     register_tools(server, core, identity, core.settings.toolsets)
+    register_resources(server, core)
+    register_prompts(server, core)
     return server

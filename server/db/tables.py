@@ -118,6 +118,8 @@ tasks = Table(
     # Claim-next and the queue listing walk queued tasks in this order.
     Index("ix_tasks_status_priority_queued_at_id", "status", "priority", "queued_at", "id"),
     Index("ix_tasks_operation_status_priority_queued_at", "operation", "status", "priority", "queued_at"),
+    # resources/list and completions walk tasks newest first.
+    Index("ix_tasks_queued_at_id", "queued_at", "id"),
 )
 
 runs = Table(
@@ -219,4 +221,16 @@ audit_log = Table(
     Column("after", Json, nullable=True),
     Column("trace_id", ID, nullable=True),
     Index("ix_audit_log_entity_kind_entity_id_id", "entity_kind", "entity_id", "id"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("roles", Json, nullable=False),
+    # sha256 of the secret: tokens are 256 random bits, so a fast hash is enough and lookups stay O(1).
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
 )

@@ -1,0 +1,154 @@
+"""MCP prompts: slash commands (/mcp__jct__work_next, /mcp__jct__review, /mcp__jct__enqueue) with live state."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import UserMessage
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
+from pydantic import Field
+
+from server.core import queue, review, views
+from server.core.models import Operation, parse_id
+from server.core.service import Core
+from server.db import listing, queries
+from server.errors import JctError
+from server.prompts import texts
+
+COMPLETIONS = 20
+
+
+def _bad(message: str) -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message=message)
+
+
+def _operation(value: str | None) -> str | None:
+    if value is None or not value.strip():
+        return None
+    try:
+        return Operation(value.strip()).value
+    except ValueError:
+        choices = ", ".join(op.value for op in Operation)
+        raise _bad(f"operation {value[:40]!r} is not one of: {choices}.") from None
+
+
+async def _pack_state(core: Core, evidence_pack_id: str) -> texts.PackState:
+    try:
+        pack_id = parse_id(evidence_pack_id.strip(), "evidence_pack_id")
+    except JctError as exc:
+        raise _bad(exc.message) from None
+    async with core.db.read() as conn:
+        pack = await queries.get_evidence_pack(conn, pack_id)
+        if pack is None:
+            raise _bad(f"Evidence pack {pack_id} does not exist; omit evidence_pack_id to see the pending ones.")
+        task = await queries.get_task(conn, pack["task_id"])
+        run = await queries.get_run(conn, pack["run_id"])
+        artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
+        decision = await queries.review_decision_for_pack(conn, pack_id)
+    diffs = []
+    budget = texts.DIFF_CHARS
+    for row in artifacts:
+        if row["stored"] and row["type"] == "code_patch" and budget > 0:
+            text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, budget)
+            diffs.append(texts.Diff(artifact=views.artifact(row), text=text, total_chars=total))
+            budget -= len(text)
+    return texts.PackState(
+        pack=views.evidence_detail(pack),
+        objective=task["objective"] if task is not None else "",
+        run_summary=run["summary"] if run is not None else None,
+        executor=run["executor"] if run is not None else {},
+        artifacts=[views.artifact(a) for a in artifacts],
+        decision=decision["decision"] if decision is not None else None,
+        decision_reason=decision["reason"] if decision is not None else None,
+        diffs=diffs,
+    )
+
+
+def register_prompts(server: MCPServer[Any], core: Core) -> None:
+    """work_next, review and enqueue, each rendering the queue's live state; completions for their arguments."""
+
+    @server.prompt(
+        name="work_next",
+        title="Work the JCT queue",
+        description=(
+            "Start working: the claim → work → report → complete loop, with the queue as it is now. "
+            "Optionally only tasks of one operation."
+        ),
+    )
+    async def work_next(
+        operation: Annotated[
+            str | None, Field(description="Only claim tasks of this operation: code_change, docs, analysis or ops.")
+        ] = None,
+    ) -> list[UserMessage]:
+        op = _operation(operation)
+        stats = await queue.queue_stats(core)
+        page = await queue.list_tasks(core, status="queued", operation=op, limit=texts.QUEUE_SHOWN)
+        return [UserMessage(texts.work_next(stats, page, op, core.settings.lease_seconds))]
+
+    @server.prompt(
+        name="review",
+        title="Review JCT evidence",
+        description=(
+            "Judge evidence packs: verdict, checks, criteria, the diff. Lists the packs awaiting review, or "
+            "embeds one pack's evidence when evidence_pack_id is given."
+        ),
+    )
+    async def review_prompt(
+        evidence_pack_id: Annotated[
+            str | None, Field(description="The evidence pack to review; omit it to list the pending ones.")
+        ] = None,
+    ) -> list[UserMessage]:
+        if evidence_pack_id is not None and evidence_pack_id.strip():
+            return [UserMessage(texts.review_pack(await _pack_state(core, evidence_pack_id)))]
+        page = await review.list_pending_reviews(core, limit=texts.REVIEWS_SHOWN)
+        async with core.db.read() as conn:
+            total = await queries.count_pending_reviews(conn)
+        return [UserMessage(texts.review_pending(page, total))]
+
+    @server.prompt(
+        name="enqueue",
+        title="Enqueue JCT tasks",
+        description="Turn a plain-language request into well-formed tasks (objective, operation, repository, "
+        "checkable acceptance criteria, context, priority) and enqueue them with jct_enqueue_task.",
+    )
+    async def enqueue(
+        request: Annotated[str, Field(description="What you want done, in plain language.")],
+    ) -> list[UserMessage]:
+        if not request.strip():
+            raise _bad("request is empty: say in plain language what you want done.")
+        queued = await queue.list_tasks(core, status="queued", limit=texts.QUEUE_SHOWN)
+        return [UserMessage(texts.enqueue(request, core.settings.allowed_repo_prefixes, queued))]
+
+    _register_completions(server, core)
+
+
+def _register_completions(server: MCPServer[Any], core: Core) -> None:
+    """work_next's operation and review's evidence_pack_id; anything else goes to the handler registered before."""
+    lowlevel = server._lowlevel_server
+    previous = lowlevel.get_request_handler("completion/complete")
+
+    async def complete(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> HandlerResult:
+        ref, argument = params.ref, params.argument
+        if isinstance(ref, PromptReference) and ref.name == "work_next" and argument.name == "operation":
+            values = [op.value for op in Operation if op.value.startswith(argument.value.strip().lower())]
+            return CompleteResult(completion=Completion(values=values))
+        if isinstance(ref, PromptReference) and ref.name == "review" and argument.name == "evidence_pack_id":
+            async with core.db.read() as conn:
+                ids = await listing.complete_evidence_pack_ids(
+                    conn, argument.value[:200], COMPLETIONS + 1, pending_only=True
+                )
+            return CompleteResult(
+                completion=Completion(values=list(ids[:COMPLETIONS]), has_more=len(ids) > COMPLETIONS)
+            )
+        if previous is not None:
+            return await previous.handler(ctx, params)
+        return CompleteResult(completion=Completion(values=[]))
+
+    lowlevel.add_request_handler("completion/complete", CompleteRequestParams, complete)
+
+
+__all__ = ["register_prompts"]

@@ -1,0 +1,118 @@
+"""Bearer tokens: created for a person or an agent with roles, stored only as hashes, revocable."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from server.core.models import Actor, ActorKind, new_id
+from server.core.service import Core
+from server.db import tokens as q
+from server.errors import invalid
+
+PREFIX = "jct_"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+
+
+class Role(StrEnum):
+    WORKER = "worker"
+    REVIEWER = "reviewer"
+    ADMIN = "admin"
+
+
+# Which tool groups each role may use (DESIGN section 5). Workers may also enqueue, so agents
+# can hand work to each other; only admins cancel.
+ROLE_TOOLSETS: dict[Role, frozenset[str]] = {
+    Role.WORKER: frozenset({"worker", "observe"}),
+    Role.REVIEWER: frozenset({"observe", "review"}),
+    Role.ADMIN: frozenset({"worker", "observe", "review", "admin"}),
+}
+WORKER_EXTRA_TOOLS = frozenset({"jct_enqueue_task"})
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    name: str
+    roles: tuple[Role, ...]
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A verified token holder."""
+
+    name: str
+    roles: frozenset[Role]
+
+    @property
+    def admin(self) -> bool:
+        return Role.ADMIN in self.roles
+
+    def actor(self, client: str = "") -> Actor:
+        kind: ActorKind = "agent" if self.roles & {Role.WORKER} else "human"
+        return Actor(actor_id=self.name, actor_kind=kind, name=self.name, client=client, admin=self.admin)
+
+    def may_use(self, tool: str, toolset: str) -> bool:
+        if any(toolset in ROLE_TOOLSETS[role] for role in self.roles):
+            return True
+        return Role.WORKER in self.roles and tool in WORKER_EXTRA_TOOLS
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+async def create_token(core: Core, name: str, roles: list[str]) -> tuple[str, TokenInfo]:
+    """Returns the secret (shown once, never stored) and the token's record."""
+    if not _NAME.match(name):
+        raise invalid(f"token name {name!r} is not valid.", "Use letters, digits, '.', '_', '@' or '-' (max 128).")
+    if not roles:
+        raise invalid("a token needs at least one role.", "Pass --role worker, reviewer or admin.")
+    parsed = tuple(sorted({Role(role) for role in roles if role in Role.__members__.values()}))
+    if len(parsed) != len(set(roles)):
+        raise invalid(f"unknown role in {roles}.", "Roles are worker, reviewer and admin.")
+    secret = PREFIX + secrets.token_urlsafe(32)
+    created = datetime.now(UTC)
+    async with core.db.write() as conn:
+        inserted = await q.insert_token(
+            conn,
+            {
+                "id": new_id(),
+                "name": name,
+                "roles": [role.value for role in parsed],
+                "token_hash": hash_secret(secret),
+                "created_at": created,
+            },
+        )
+    if not inserted:
+        raise invalid(f"a token named {name!r} already exists.", "Pick another name, or revoke the old token first.")
+    return secret, TokenInfo(name, parsed, created, None)
+
+
+async def list_tokens(core: Core) -> list[TokenInfo]:
+    async with core.db.read() as conn:
+        rows = await q.all_tokens(conn)
+    return [
+        TokenInfo(row["name"], tuple(Role(r) for r in row["roles"]), row["created_at"], row["revoked_at"])
+        for row in rows
+    ]
+
+
+async def revoke_token(core: Core, name: str) -> bool:
+    async with core.db.write() as conn:
+        return await q.revoke_token(conn, name, datetime.now(UTC))
+
+
+async def verify(core: Core, secret: str) -> Principal | None:
+    if not secret.startswith(PREFIX) or len(secret) > 256:
+        return None
+    async with core.db.read() as conn:
+        row = await q.live_token_by_hash(conn, hash_secret(secret))
+    if row is None:
+        return None
+    return Principal(name=row["name"], roles=frozenset(Role(r) for r in row["roles"]))

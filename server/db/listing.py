@@ -1,0 +1,240 @@
+"""Statements behind the MCP resources: the resources/list walk, briefing lookups and id completions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, RowMapping, Select, and_, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.db import tables as t
+
+# --- the resources/list walk -------------------------------------------------------------
+
+
+async def running_tasks(
+    conn: AsyncConnection, after: tuple[str, datetime, str] | None, limit: int
+) -> Sequence[RowMapping]:
+    """Running tasks in claim order (priority, age, id): ix_tasks_status_priority_queued_at_id serves it."""
+    tasks = t.tasks
+    query = select(tasks).where(tasks.c.status == "running")
+    if after is not None:
+        priority, queued_at, task_id = after
+        query = query.where(
+            or_(
+                tasks.c.priority > priority,
+                and_(tasks.c.priority == priority, tasks.c.queued_at > queued_at),
+                and_(tasks.c.priority == priority, tasks.c.queued_at == queued_at, tasks.c.id > task_id),
+            )
+        )
+    query = query.order_by(tasks.c.priority, tasks.c.queued_at, tasks.c.id).limit(limit)
+    return (await conn.execute(query)).mappings().all()
+
+
+async def recent_tasks(conn: AsyncConnection, after: tuple[datetime, str] | None, limit: int) -> Sequence[RowMapping]:
+    """Every task that is not running, newest first (queued_at never changes, so the keyset is stable)."""
+    tasks = t.tasks
+    query = select(tasks).where(tasks.c.status != "running")
+    if after is not None:
+        queued_at, task_id = after
+        query = query.where(
+            or_(tasks.c.queued_at < queued_at, and_(tasks.c.queued_at == queued_at, tasks.c.id < task_id))
+        )
+    query = query.order_by(tasks.c.queued_at.desc(), tasks.c.id.desc()).limit(limit)
+    return (await conn.execute(query)).mappings().all()
+
+
+async def issues_by_id(conn: AsyncConnection, issue_ids: Sequence[str]) -> dict[str, RowMapping]:
+    if not issue_ids:
+        return {}
+    rows = (await conn.execute(select(t.issues).where(t.issues.c.id.in_(list(issue_ids))))).mappings().all()
+    return {row["id"]: row for row in rows}
+
+
+def _run_number() -> ColumnElement[int]:
+    """A run's place among its task's runs, oldest first: run 1, run 2, ... (`attempt` counts penalties)."""
+    runs = t.runs
+    number: ColumnElement[int] = func.row_number().over(
+        partition_by=runs.c.task_id, order_by=(runs.c.started_at, runs.c.id)
+    )
+    return number
+
+
+def _runs_with_review(number: ColumnElement[int]) -> Select[Any]:
+    """Runs with their number, evidence pack and review decision (if any), flattened into one row."""
+    runs, packs, decisions = t.runs, t.evidence_packs, t.review_decisions
+    return (
+        select(
+            number.label("number"),
+            runs.c.id,
+            runs.c.task_id,
+            runs.c.status,
+            runs.c.attempt,
+            runs.c.executor,
+            runs.c.started_at,
+            runs.c.ended_at,
+            runs.c.lease_expires_at,
+            packs.c.id.label("evidence_pack_id"),
+            packs.c.verdict,
+            packs.c.verdict_reason,
+            packs.c.review_state,
+            decisions.c.decision,
+            decisions.c.reason.label("decision_reason"),
+            decisions.c.reviewer,
+        )
+        .select_from(runs)
+        .outerjoin(packs, packs.c.run_id == runs.c.id)
+        .outerjoin(decisions, decisions.c.evidence_pack_id == packs.c.id)
+    )
+
+
+async def latest_runs(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, RowMapping]:
+    """Each task's newest run, with its evidence and review: one row per task that has run at all."""
+    if not task_ids:
+        return {}
+    runs = t.runs
+    rank = (
+        func.row_number()
+        .over(partition_by=runs.c.task_id, order_by=(runs.c.started_at.desc(), runs.c.id.desc()))
+        .label("rank")
+    )
+    count = func.count().over(partition_by=runs.c.task_id).label("count")
+    newest = select(runs.c.id, rank, count).where(runs.c.task_id.in_(list(task_ids))).subquery()
+    query = _runs_with_review(newest.c.count).join(newest, and_(newest.c.id == runs.c.id, newest.c.rank == 1))
+    rows = (await conn.execute(query)).mappings().all()
+    return {row["task_id"]: row for row in rows}
+
+
+async def runs_of_tasks(conn: AsyncConnection, task_ids: Sequence[str], limit: int) -> Sequence[RowMapping]:
+    """The tasks' runs, newest first, with evidence and review decision."""
+    if not task_ids:
+        return []
+    runs = t.runs
+    query = (
+        _runs_with_review(_run_number())
+        .where(runs.c.task_id.in_(list(task_ids)))
+        .order_by(runs.c.started_at.desc(), runs.c.id.desc())
+        .limit(limit)
+    )
+    rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
+    return rows
+
+
+async def run_number(conn: AsyncConnection, task_id: str, started_at: datetime, run_id: str) -> int:
+    """How many of the task's runs started up to and including this one."""
+    runs = t.runs
+    query = (
+        select(func.count())
+        .select_from(runs)
+        .where(
+            runs.c.task_id == task_id,
+            or_(runs.c.started_at < started_at, and_(runs.c.started_at == started_at, runs.c.id <= run_id)),
+        )
+    )
+    return int((await conn.execute(query)).scalar_one())
+
+
+# --- briefings -----------------------------------------------------------------------------
+
+
+async def tasks_of_issue(conn: AsyncConnection, issue_id: str, limit: int) -> Sequence[RowMapping]:
+    """An issue's tasks, newest first (ix_tasks_issue_id)."""
+    tasks = t.tasks
+    query = (
+        select(tasks)
+        .where(tasks.c.issue_id == issue_id)
+        .order_by(tasks.c.queued_at.desc(), tasks.c.id.desc())
+        .limit(limit)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def feedback_of_issue(conn: AsyncConnection, issue_id: str, limit: int) -> Sequence[RowMapping]:
+    """The review_feedback of the newest `limit` briefing versions, oldest first (uq_context_packets_issue_id_version).
+
+    Each version normally carries all feedback so far; reading every version also keeps feedback a
+    version dropped."""
+    packets = t.context_packets
+    query = (
+        select(packets.c.version, packets.c.review_feedback)
+        .where(packets.c.issue_id == issue_id)
+        .order_by(packets.c.version.desc())
+        .limit(limit)
+    )
+    rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
+    return list(reversed(rows))
+
+
+# --- completions ---------------------------------------------------------------------------
+
+
+def _matches(id_column: ColumnElement[str], texts: Sequence[ColumnElement[str]], value: str) -> ColumnElement[bool]:
+    """An id starting with `value`, or every word of `value` in one of the texts (case-insensitive)."""
+    value = value.strip()
+    by_id = id_column.startswith(value.lower(), autoescape=True)
+    words = value.lower().split()
+    if not words:
+        return by_id
+    by_words = and_(*(or_(*(func.lower(text).contains(word, autoescape=True) for text in texts)) for word in words))
+    return or_(by_id, by_words)
+
+
+async def complete_task_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
+    tasks = t.tasks
+    query = select(tasks.c.id).order_by(tasks.c.queued_at.desc(), tasks.c.id.desc()).limit(limit)
+    if value.strip():
+        query = query.where(_matches(tasks.c.id, [tasks.c.objective], value))
+    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+
+
+async def complete_issue_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
+    issues = t.issues
+    query = select(issues.c.id).order_by(issues.c.created_at.desc(), issues.c.id.desc()).limit(limit)
+    if value.strip():
+        query = query.where(_matches(issues.c.id, [issues.c.title], value))
+    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+
+
+async def complete_run_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
+    runs, tasks = t.runs, t.tasks
+    query = (
+        select(runs.c.id)
+        .join(tasks, tasks.c.id == runs.c.task_id)
+        .order_by(runs.c.started_at.desc(), runs.c.id.desc())
+        .limit(limit)
+    )
+    if value.strip():
+        query = query.where(_matches(runs.c.id, [tasks.c.objective], value))
+    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+
+
+async def complete_evidence_pack_ids(
+    conn: AsyncConnection, value: str, limit: int, *, pending_only: bool = False
+) -> Sequence[str]:
+    packs, tasks = t.evidence_packs, t.tasks
+    query = (
+        select(packs.c.id)
+        .join(tasks, tasks.c.id == packs.c.task_id)
+        .order_by(packs.c.created_at.desc(), packs.c.id.desc())
+        .limit(limit)
+    )
+    if pending_only:
+        query = query.where(packs.c.review_state == "pending")
+    if value.strip():
+        query = query.where(_matches(packs.c.id, [tasks.c.objective], value))
+    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+
+
+async def complete_artifact_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
+    artifacts, tasks = t.artifacts, t.tasks
+    query = (
+        select(artifacts.c.id)
+        .join(tasks, tasks.c.id == artifacts.c.task_id)
+        .order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc())
+        .limit(limit)
+    )
+    if value.strip():
+        query = query.where(_matches(artifacts.c.id, [artifacts.c.title, tasks.c.objective], value))
+    return [str(row) for row in (await conn.execute(query)).scalars().all()]

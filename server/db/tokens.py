@@ -1,0 +1,38 @@
+"""Statements for bearer tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import RowMapping, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.db import tables as t
+
+
+async def insert_token(conn: AsyncConnection, values: Mapping[str, Any]) -> bool:
+    """False when the name is taken."""
+    try:
+        async with conn.begin_nested():
+            await conn.execute(insert(t.tokens).values(dict(values)))
+    except IntegrityError:
+        return False
+    return True
+
+
+async def live_token_by_hash(conn: AsyncConnection, token_hash: str) -> RowMapping | None:
+    query = select(t.tokens).where(t.tokens.c.token_hash == token_hash, t.tokens.c.revoked_at.is_(None))
+    row: RowMapping | None = (await conn.execute(query)).mappings().first()
+    return row
+
+
+async def all_tokens(conn: AsyncConnection) -> Sequence[RowMapping]:
+    return (await conn.execute(select(t.tokens).order_by(t.tokens.c.created_at))).mappings().all()
+
+
+async def revoke_token(conn: AsyncConnection, name: str, when: datetime) -> bool:
+    stmt = update(t.tokens).where(t.tokens.c.name == name, t.tokens.c.revoked_at.is_(None)).values(revoked_at=when)
+    return (await conn.execute(stmt)).rowcount == 1

@@ -1,0 +1,188 @@
+"""Loading what each resource page shows: one read transaction per page, records into render inputs.
+
+Lookups that find nothing raise the core's JctError (TASK_NOT_FOUND, ...), like the tools do; the
+resource handlers turn those into the MCP resource-not-found error.
+"""
+
+from __future__ import annotations
+
+import anyio
+from pydantic import ValidationError
+from sqlalchemy import RowMapping
+
+from server.core import results, views
+from server.core.models import parse_id
+from server.core.service import Core
+from server.db import listing, queries
+from server.errors import ErrorCode, JctError
+from server.resources.render import EvidencePage, IssueBrief, Review, RunLine, RunPage, TaskPage
+
+RUNS_SHOWN = 10
+ISSUE_TASKS_SHOWN = 10
+ISSUE_RUNS_SHOWN = 20
+FEEDBACK_VERSIONS = 100
+EVENTS_SHOWN = 50
+ARTIFACT_CHARS = 40_000
+
+
+def review_of(row: RowMapping | None) -> Review | None:
+    if row is None:
+        return None
+    reviewer = row["reviewer"] or {}
+    return Review(
+        decision=row["decision"],
+        reason=row["reason"],
+        reviewer=str(reviewer.get("name") or reviewer.get("actor_id") or "unknown"),
+        at=row["created_at"],
+    )
+
+
+def run_line(row: RowMapping) -> RunLine:
+    """A row of listing.runs_of_tasks / latest_runs."""
+    review = None
+    if row["decision"] is not None:
+        reviewer = row["reviewer"] or {}
+        review = Review(
+            decision=row["decision"],
+            reason=row["decision_reason"],
+            reviewer=str(reviewer.get("name") or reviewer.get("actor_id") or "unknown"),
+        )
+    return RunLine(
+        run_id=row["id"],
+        task_id=row["task_id"],
+        number=int(row["number"]),
+        status=row["status"],
+        attempt=row["attempt"],
+        executor=row["executor"] or {},
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        lease_expires_at=row["lease_expires_at"],
+        evidence_pack_id=row["evidence_pack_id"],
+        verdict=row["verdict"],
+        verdict_reason=row["verdict_reason"],
+        review_state=row["review_state"],
+        review=review,
+    )
+
+
+def _missing(code: ErrorCode, what: str, value: str) -> JctError:
+    return JctError(code, f"{what} {value} does not exist.", "Pick one from resources/list or complete the id.")
+
+
+async def task_page(core: Core, task_id: str) -> TaskPage:
+    task_id = parse_id(task_id, "task_id")
+    async with core.db.read() as conn:
+        task = await queries.get_task(conn, task_id)
+        if task is None:
+            raise _missing(ErrorCode.TASK_NOT_FOUND, "Task", task_id)
+        issue = await queries.get_issue(conn, task["issue_id"]) if task["issue_id"] else None
+        runs = await listing.runs_of_tasks(conn, [task_id], RUNS_SHOWN)
+    return TaskPage(
+        task=views.task_detail(task),
+        issue_title=issue["title"] if issue is not None else None,
+        runs=[run_line(row) for row in runs],
+    )
+
+
+def _feedback(rows: list[RowMapping]) -> list[results.ReviewFeedback]:
+    """Every version's review_feedback, each round once, oldest first."""
+    seen: set[tuple[str, str, str]] = set()
+    feedback: list[results.ReviewFeedback] = []
+    for row in rows:
+        for item in row["review_feedback"] or []:
+            try:
+                parsed = results.ReviewFeedback.model_validate(item)
+            except ValidationError:
+                continue
+            key = (parsed.run_id, parsed.decision, parsed.reason)
+            if key not in seen:
+                seen.add(key)
+                feedback.append(parsed)
+    return feedback  # versions oldest first, each list in the order it grew: chronological
+
+
+async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
+    issue_id = parse_id(issue_id, "issue_id")
+    async with core.db.read() as conn:
+        issue = await queries.get_issue(conn, issue_id)
+        if issue is None:
+            raise _missing(ErrorCode.INVALID_ARGUMENT, "Issue", issue_id)
+        tasks = await listing.tasks_of_issue(conn, issue_id, ISSUE_TASKS_SHOWN)
+        packet = await queries.latest_context_packet(conn, issue_id)
+        feedback = await listing.feedback_of_issue(conn, issue_id, FEEDBACK_VERSIONS)
+        doctrine = await queries.doctrine_for_issue(conn, issue_id)
+        runs = await listing.runs_of_tasks(conn, [task["id"] for task in tasks], ISSUE_RUNS_SHOWN)
+        latest = tasks[0] if tasks else None
+        snapshot_id = latest["constraint_snapshot_id"] if latest is not None else None
+        snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
+    return IssueBrief(
+        issue=views.issue(issue),
+        tasks=[views.task_detail(task) for task in tasks],
+        runs=[run_line(row) for row in runs],
+        packet=views.context_packet(packet),
+        feedback=_feedback(list(feedback)),
+        constraints=views.constraints(snapshot, latest) if latest is not None else None,
+        doctrine=[
+            results.DoctrineRef(id=d["id"], namespace=d["namespace"], name=d["name"], body=d["body"]) for d in doctrine
+        ],
+    )
+
+
+async def run_page(core: Core, run_id: str) -> RunPage:
+    run_id = parse_id(run_id, "run_id")
+    async with core.db.read() as conn:
+        run = await queries.get_run(conn, run_id)
+        if run is None:
+            raise _missing(ErrorCode.RUN_NOT_FOUND, "Run", run_id)
+        task = await queries.get_task(conn, run["task_id"])
+        artifacts = await queries.artifacts_of_run(conn, run_id)
+        events = await queries.run_events(conn, run_id, EVENTS_SHOWN)
+        pack = await queries.evidence_pack_for_run(conn, run_id)
+        decision = await queries.review_decision_for_pack(conn, pack["id"]) if pack is not None else None
+        number = await listing.run_number(conn, run["task_id"], run["started_at"], run_id)
+    return RunPage(
+        run=views.run_detail(run),
+        number=number,
+        objective=task["objective"] if task is not None else "",
+        artifacts=[views.artifact(a) for a in artifacts],
+        events=[views.run_event(e) for e in events],
+        evidence=views.evidence_detail(pack) if pack is not None else None,
+        review=review_of(decision),
+    )
+
+
+async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
+    pack_id = parse_id(pack_id, "evidence_pack_id")
+    async with core.db.read() as conn:
+        pack = await queries.get_evidence_pack(conn, pack_id)
+        if pack is None:
+            raise _missing(ErrorCode.EVIDENCE_PACK_NOT_FOUND, "Evidence pack", pack_id)
+        task = await queries.get_task(conn, pack["task_id"])
+        run = await queries.get_run(conn, pack["run_id"])
+        artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
+        decision = await queries.review_decision_for_pack(conn, pack_id)
+    return EvidencePage(
+        pack=views.evidence_detail(pack),
+        objective=task["objective"] if task is not None else "",
+        issue_id=pack["issue_id"],
+        run_summary=run["summary"] if run is not None else None,
+        executor=run["executor"] if run is not None else {},
+        artifact_titles={a["id"]: a["title"] for a in artifacts},
+        review=review_of(decision),
+    )
+
+
+async def artifact_content(core: Core, artifact_id: str) -> tuple[results.ArtifactView, str | None, int]:
+    """The artifact, the start of its stored text (None for URI-only artifacts), and its total length."""
+    artifact_id = parse_id(artifact_id, "artifact_id")
+    async with core.db.read() as conn:
+        row = await queries.get_artifact(conn, artifact_id)
+    if row is None:
+        raise _missing(ErrorCode.ARTIFACT_NOT_FOUND, "Artifact", artifact_id)
+    view = views.artifact(row)
+    if not row["stored"]:
+        return view, None, 0
+    text: str
+    total: int
+    text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, ARTIFACT_CHARS)
+    return view, text, total

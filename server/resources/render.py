@@ -1,0 +1,527 @@
+"""Pure functions from JCT's records to Markdown written for a model: what an agent needs first, then details.
+
+Every section has a character budget; whatever is cut names the tool or resource that has the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from server.core import results
+from server.resources.text import (
+    artifact_uri,
+    bullets,
+    clip,
+    compact_json,
+    duration,
+    evidence_uri,
+    fit,
+    headline,
+    issue_uri,
+    line,
+    run_uri,
+    stamp,
+    task_uri,
+    who,
+)
+
+# Section budgets of the issue briefing, in characters: a typical briefing stays well under 8,000.
+OBJECTIVE_CHARS = 1_500
+CRITERIA_CHARS = 1_500
+CRITERION_CHARS = 400
+SUMMARY_CHARS = 1_200
+LIST_CHARS = 600
+DATA_CHARS = 300
+DOCTRINE_CHARS = 800
+DOCTRINE_BODY_CHARS = 400
+FEEDBACK_CHARS = 1_500
+FEEDBACK_REASON_CHARS = 500
+TASKS_CHARS = 900
+# Other pages.
+TEXT_CHARS = 1_500
+EVENTS_CHARS = 2_500
+EVENT_CHARS = 240
+ARTIFACTS_CHARS = 2_500
+CHECKS_CHARS = 2_000
+REVIEW_REASON_CHARS = 240
+# The list on the queue and pending-reviews pages.
+LIST_PAGE_CHARS = 9_000
+# A last line of defence for any one page.
+PAGE_CHARS = 12_000
+
+
+@dataclass(frozen=True)
+class Review:
+    """A decision on an evidence pack."""
+
+    decision: str
+    reason: str
+    reviewer: str
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """A run as one line of a task or issue page: status, evidence and review."""
+
+    run_id: str
+    task_id: str
+    number: int
+    status: str
+    attempt: int
+    executor: Mapping[str, Any]
+    started_at: datetime
+    ended_at: datetime | None
+    lease_expires_at: datetime | None
+    evidence_pack_id: str | None = None
+    verdict: str | None = None
+    verdict_reason: str | None = None
+    review_state: str | None = None
+    review: Review | None = None
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    task: results.TaskDetail
+    issue_title: str | None
+    runs: Sequence[RunLine]
+
+
+@dataclass(frozen=True)
+class IssueBrief:
+    issue: results.IssueView
+    tasks: Sequence[results.TaskDetail]  # newest first
+    runs: Sequence[RunLine]  # newest first
+    packet: results.ContextPacket | None
+    feedback: Sequence[results.ReviewFeedback]  # oldest first
+    constraints: results.Constraints | None
+    doctrine: Sequence[results.DoctrineRef] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunPage:
+    run: results.RunDetail
+    number: int
+    objective: str
+    artifacts: Sequence[results.ArtifactView]
+    events: Sequence[results.RunEventView]
+    evidence: results.EvidencePackDetail | None
+    review: Review | None
+
+
+@dataclass(frozen=True)
+class EvidencePage:
+    pack: results.EvidencePackDetail
+    objective: str
+    issue_id: str | None
+    run_summary: str | None
+    executor: Mapping[str, Any]
+    artifact_titles: Mapping[str, str]
+    review: Review | None
+
+
+def _page(lines: Sequence[str], pointer: str) -> str:
+    return clip("\n".join(lines), PAGE_CHARS, pointer) + "\n"
+
+
+# --- queue and pending reviews ---------------------------------------------------------------
+
+
+def queue_page(stats: results.QueueStats, page: results.TaskList) -> str:
+    counts = " · ".join(f"{count} {status}" for status, count in stats.counts.items())
+    lines = [
+        "# JCT queue",
+        "",
+        f"{counts} · {stats.pending_reviews} awaiting review · {stats.expired_leases} expired leases",
+    ]
+    if stats.oldest_queued_age_seconds is not None:
+        lines.append(f"The oldest queued task has waited {duration(stats.oldest_queued_age_seconds)}.")
+    queued = stats.counts.get("queued", 0)
+    lines += ["", f"## Queued tasks, highest priority first ({page.count} of {queued})"]
+    if not page.tasks:
+        lines.append("The queue is empty: there is nothing to claim.")
+    entries = [
+        f"{number}. **{task.priority}** {task.operation} · `{line(task.target_repo, 60)}` — "
+        f"{headline(task.objective)} — {task_uri(task.task_id)}"
+        for number, task in enumerate(page.tasks, 1)
+    ]
+    lines += fit(entries, LIST_PAGE_CHARS, 'call jct_list_tasks(status="queued")')
+    if page.next_cursor is not None:
+        lines.append(f'More: call jct_list_tasks(status="queued", cursor="{page.next_cursor}").')
+    lines += [
+        "",
+        "## Next",
+        "Take the top task with jct_claim_next (or a given one with jct_claim_task(task_id)). Each task page "
+        "links its briefing (jct://issues/<issue_id>): objective, acceptance criteria, context, review feedback.",
+    ]
+    return _page(lines, "call jct_list_tasks")
+
+
+def pending_reviews_page(page: results.PendingReviews, total: int) -> str:
+    lines = ["# Evidence packs awaiting review", "", f"{total} pending, oldest first (showing {page.count})."]
+    if not page.reviews:
+        lines.append("Nothing awaits a decision.")
+    entries = []
+    for number, item in enumerate(page.reviews, 1):
+        entry = [
+            f"{number}. **{item.verdict}** — {headline(item.objective)} — by {who(item.executor)}, "
+            f"{stamp(item.created_at)}",
+            f"   {evidence_uri(item.evidence_pack_id)} · run {run_uri(item.run_id)}",
+            f"   prover: {line(item.verdict_reason, REVIEW_REASON_CHARS)}",
+        ]
+        if item.summary:
+            entry.append(f"   agent: {line(item.summary, REVIEW_REASON_CHARS)}")
+        entries.append("\n".join(entry))
+    lines += fit(entries, LIST_PAGE_CHARS, "call jct_list_pending_reviews")
+    if page.next_cursor is not None:
+        lines.append(f'More: call jct_list_pending_reviews(cursor="{page.next_cursor}").')
+    lines += [
+        "",
+        "## Next",
+        "Read a pack (its checks, criteria and cited artifacts, the diff first), then decide with "
+        'jct_submit_review(evidence_pack_id, decision="approved" | "needs_changes" | "rejected", reason). '
+        "needs_changes requeues the task with your reason in its briefing: say exactly what to change.",
+    ]
+    return _page(lines, "call jct_list_pending_reviews")
+
+
+# --- tasks --------------------------------------------------------------------------------
+
+
+def _target(target: results.Target) -> str:
+    where = f"`{target.repo}@{target.ref}`"
+    return f"{where} path `{target.path}`" if target.path else where
+
+
+def _run_line(run: RunLine) -> str:
+    parts = [f"run {run.number} **{run.status}**", f"by {who(run.executor)}", f"started {stamp(run.started_at)}"]
+    if run.status == "running" and run.lease_expires_at is not None:
+        parts.append(f"lease until {stamp(run.lease_expires_at)}")
+    if run.verdict is not None:
+        parts.append(f"verdict {run.verdict}")
+    if run.review is not None:
+        parts.append(
+            f"review {run.review.decision} by {run.review.reviewer}: {line(run.review.reason, REVIEW_REASON_CHARS)}"
+        )
+    elif run.review_state == "pending":
+        parts.append("awaiting review")
+    links = run_uri(run.run_id)
+    if run.evidence_pack_id is not None:
+        links += f" · {evidence_uri(run.evidence_pack_id)}"
+    return f"- {' · '.join(parts)} — {links}"
+
+
+def _task_next(task: results.TaskDetail, runs: Sequence[RunLine], *, in_briefing: bool = False) -> str:
+    latest = runs[0] if runs else None
+    match task.status:
+        case "queued":
+            where = "above" if in_briefing else "in its briefing"
+            again = ""
+            if latest is not None and latest.review is not None and latest.review.decision == "needs_changes":
+                again = f" A review asked for changes: address the review feedback {where} first."
+            elif latest is not None:
+                again = f" Its last run ended {latest.status}."
+            return f'Queued. Claim it with jct_claim_task(task_id="{task.task_id}").{again}'
+        case "running":
+            return (
+                f"Running (run {run_uri(task.active_run_id) if task.active_run_id else '-'}). Only its claimant can "
+                "report on it; watch progress on the run page."
+            )
+        case "completed" if latest is not None and latest.review_state == "pending":
+            pack = evidence_uri(latest.evidence_pack_id) if latest.evidence_pack_id else "its evidence pack"
+            return f"Completed, awaiting review: read {pack}, then jct_submit_review."
+        case _:
+            return f"{task.status.capitalize()}. Nothing more to do unless someone enqueues a follow-up."
+
+
+def task_page(page: TaskPage) -> str:
+    task = page.task
+    lines = [
+        f"# Task: {headline(task.objective)}",
+        "",
+        f"**{task.status}** · {task.priority} · {task.operation} · {_target(task.target)} · "
+        f"attempts {task.attempts}/{task.max_attempts} · budget {duration(task.time_budget_seconds)}",
+    ]
+    if task.cwom_issue_id is not None:
+        title = f" ({line(page.issue_title, 80)})" if page.issue_title else ""
+        lines.append(f"Briefing: {issue_uri(task.cwom_issue_id)}{title}")
+    lines += [
+        f"Queued {stamp(task.queued_at)} by {task.requested_by}; claimed {stamp(task.claimed_at)}; "
+        f"ended {stamp(task.completed_at)}. Task id `{task.task_id}`, trace `{task.trace_id}`.",
+        "",
+        "## Objective",
+        clip(task.objective, OBJECTIVE_CHARS, f'call jct_get_task(task_id="{task.task_id}")'),
+    ]
+    if task.result or task.error:
+        lines += ["", "## Last outcome" if task.status == "queued" else "## Outcome"]
+        result = task.result or {}
+        if result.get("summary"):
+            pointer = f"read {run_uri(str(result.get('run_id')))}"
+            lines.append(clip(f"Summary: {result['summary']}", TEXT_CHARS, pointer))
+        if result.get("outputs") is not None:
+            lines.append("Outputs: " + compact_json(result["outputs"], 500, "call jct_get_task"))
+        if task.error:
+            lines.append(clip(f"Error: {task.error}", TEXT_CHARS, "call jct_get_task"))
+    lines += ["", "## Runs, newest first"]
+    lines += [_run_line(run) for run in page.runs] or ["None yet."]
+    lines += ["", "## Next", _task_next(task, page.runs)]
+    return _page(lines, f'call jct_get_task(task_id="{task.task_id}")')
+
+
+# --- the issue briefing --------------------------------------------------------------------
+
+
+def _criteria(criteria: Sequence[str], pointer: str) -> list[str]:
+    if not criteria:
+        return ["None were given: agree what done means from the objective, and say what you checked."]
+    numbered = [f"{i}. {clip(c, CRITERION_CHARS, pointer)}" for i, c in enumerate(criteria)]
+    return fit(numbered, CRITERIA_CHARS, pointer)
+
+
+def _context(packet: results.ContextPacket | None, pointer: str) -> list[str]:
+    if packet is None:
+        return ["No context packet."]
+    lines = [clip(packet.summary, SUMMARY_CHARS, pointer) if packet.summary.strip() else "No summary was given."]
+    if packet.prior_art:
+        lines += ["", "Prior art:", *fit(bullets(packet.prior_art), LIST_CHARS, pointer)]
+    if packet.files_of_interest:
+        lines += ["", "Files of interest:", *fit(bullets(packet.files_of_interest), LIST_CHARS, pointer)]
+    if packet.data:
+        lines += ["", "Data: " + compact_json(packet.data, DATA_CHARS, pointer)]
+    return lines
+
+
+def _constraints(constraints: results.Constraints | None, task: results.TaskDetail | None) -> list[str]:
+    lines = []
+    if task is not None:
+        lines.append(f"- Target: {_target(task.target)} ({task.operation})")
+    if constraints is not None:
+        lines += [
+            f"- Time budget: {duration(constraints.time_budget_seconds)}",
+            f"- Network: {'allowed' if constraints.allow_network else 'not allowed'}; "
+            f"secrets: {'allowed' if constraints.allow_secrets else 'not allowed'}",
+        ]
+        if constraints.allowed_paths:
+            lines.append("- Change only: " + ", ".join(f"`{p}`" for p in constraints.allowed_paths[:20]))
+    return lines or ["None recorded."]
+
+
+def _doctrine(doctrine: Sequence[results.DoctrineRef], pointer: str) -> list[str]:
+    entries = [f"- **{d.namespace}/{d.name}**: {line(d.body, DOCTRINE_BODY_CHARS)}" for d in doctrine]
+    return fit(entries, DOCTRINE_CHARS, pointer)
+
+
+def _feedback(feedback: Sequence[results.ReviewFeedback], pointer: str) -> list[str]:
+    entries = [
+        f"{n}. **{f.decision}** by {f.reviewer}, {stamp(f.at)}, on {run_uri(f.run_id)} (verdict {f.verdict}): "
+        f"{line(f.reason, FEEDBACK_REASON_CHARS)}"
+        for n, f in enumerate(feedback, 1)
+    ]
+    # The newest feedback matters most: when the budget runs out, the oldest rounds go first.
+    return fit(entries, FEEDBACK_CHARS, pointer, keep="last")
+
+
+def _issue_next(brief: IssueBrief) -> str:
+    if not brief.tasks:
+        return "No task carries this issue; enqueue one with jct_enqueue_task."
+    task = brief.tasks[0]
+    runs = [run for run in brief.runs if run.task_id == task.task_id]
+    return _task_next(task, runs, in_briefing=True) + (
+        " Work loop: claim → do the work → jct_report_artifact (a diff as code_patch, test output as log) → "
+        "jct_complete_task with criteria_results citing artifact ids."
+        if task.status == "queued"
+        else ""
+    )
+
+
+def issue_briefing(brief: IssueBrief) -> str:
+    issue = brief.issue
+    latest = brief.tasks[0] if brief.tasks else None
+    pointer = (
+        f'call jct_get_context(task_id="{latest.task_id}")' if latest is not None else "call jct_get_context(task_id)"
+    )
+    objective = latest.objective if latest is not None else issue.title
+    criteria = brief.packet.acceptance_criteria if brief.packet is not None else issue.acceptance_criteria
+    version = f" (briefing v{brief.packet.version})" if brief.packet is not None else ""
+    lines = [
+        f"# Issue: {headline(issue.title)}",
+        "",
+        f"**{issue.status}** · {issue.priority} · {issue.type} · issue `{issue.id}`"
+        + (f" · task {task_uri(latest.task_id)}" if latest is not None else ""),
+        "",
+        "## Objective",
+        clip(objective, OBJECTIVE_CHARS, pointer),
+        "",
+        f"## Acceptance criteria ({len(criteria)}; cite them by index in jct_complete_task criteria_results)",
+        *_criteria(criteria, pointer),
+        "",
+        f"## Context{version}",
+        *_context(brief.packet, pointer),
+        "",
+        "## Constraints",
+        *_constraints(brief.constraints, latest),
+    ]
+    if brief.doctrine:
+        lines += ["", "## Doctrine (standing guidance: follow it)", *_doctrine(brief.doctrine, pointer)]
+    if brief.feedback:
+        lines += [
+            "",
+            f"## Review feedback ({len(brief.feedback)} round{'s' if len(brief.feedback) != 1 else ''}, "
+            "oldest first: address every point)",
+            *_feedback(brief.feedback, pointer),
+        ]
+    task_lines: list[str] = []
+    for task in brief.tasks:
+        task_lines.append(
+            f"- **{task.status}** {task.priority} · attempts {task.attempts}/{task.max_attempts} · "
+            f"{headline(task.objective, 80)} — {task_uri(task.task_id)}"
+        )
+        task_lines += [f"  {_run_line(run)}" for run in brief.runs if run.task_id == task.task_id]
+    lines += [
+        "",
+        "## Tasks and runs",
+        *(fit(task_lines, TASKS_CHARS, "read the task pages") if task_lines else ["No task yet."]),
+        "",
+        "## Next",
+        _issue_next(brief),
+    ]
+    return _page(lines, pointer)
+
+
+# --- runs, evidence, artifacts -------------------------------------------------------------
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "remote"
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
+
+
+def verdict_line(verdict: str, reason: str, pointer: str) -> str:
+    """The prover's reasons usually start with the verdict; say it once."""
+    reason = clip(reason, TEXT_CHARS, pointer)
+    if reason.startswith(f"{verdict}:"):
+        reason = reason[len(verdict) + 1 :].strip()
+    return f"Verdict **{verdict}**: {reason}"
+
+
+def _review_state(evidence: results.EvidencePackDetail, review: Review | None) -> str:
+    if review is not None:
+        return f"{review.decision} by {review.reviewer}: {clip(review.reason, TEXT_CHARS, 'call jct_get_audit_trail')}"
+    if evidence.review_state == "pending":
+        return f'pending: decide with jct_submit_review(evidence_pack_id="{evidence.id}", decision, reason)'
+    return evidence.review_state
+
+
+def run_page(page: RunPage) -> str:
+    run = page.run
+    pointer = f'call jct_get_run(run_id="{run.run_id}")'
+    lines = [
+        f"# Run {page.number}: {headline(page.objective)}",
+        "",
+        f"**{run.status}** · by {who(run.executor)} · started {stamp(run.started_at)} · ended {stamp(run.ended_at)} · "
+        f"attempt {run.attempt}",
+    ]
+    if run.status == "running" and run.lease_expires_at is not None:
+        lines.append(f"Lease expires {stamp(run.lease_expires_at)}: the claimant renews it with any call on the task.")
+    links = [f"task {task_uri(run.task_id)}"]
+    if run.cwom_issue_id is not None:
+        links.append(f"briefing {issue_uri(run.cwom_issue_id)}")
+    lines.append("Links: " + " · ".join(links) + f". Run id `{run.run_id}`.")
+    lines += ["", "## Verdict"]
+    if page.evidence is None:
+        lines.append("No evidence yet: the prover runs when the run is completed with jct_complete_task.")
+    else:
+        lines += [
+            verdict_line(page.evidence.verdict, page.evidence.verdict_reason, pointer),
+            f"Review: {_review_state(page.evidence, page.review)}",
+            f"Evidence: {evidence_uri(page.evidence.id)}",
+        ]
+    if run.summary:
+        lines += ["", "## Summary", clip(run.summary, TEXT_CHARS, pointer)]
+    if run.failure:
+        lines += ["", "## Failure", compact_json(run.failure, TEXT_CHARS // 2, pointer)]
+    lines += ["", f"## Artifacts ({len(page.artifacts)})"]
+    artifacts = [
+        f"- {line(a.title, 80)} ({a.type}, {a.media_type}, {_size(a.size_bytes)}) — {artifact_uri(a.artifact_id)}"
+        for a in page.artifacts
+    ]
+    lines += fit(artifacts, ARTIFACTS_CHARS, pointer) if artifacts else ["None reported."]
+    lines += ["", f"## Progress ({len(page.events)} latest events, oldest first)"]
+    events = [
+        f"- {stamp(e.created_at)} {e.kind}"
+        + (f" {e.progress}%" if e.progress is not None else "")
+        + f": {line(e.message, EVENT_CHARS)}"
+        for e in page.events
+    ]
+    lines += fit(events, EVENTS_CHARS, pointer, keep="last") if events else ["No progress reported."]
+    if run.outputs is not None:
+        lines += ["", "## Outputs", compact_json(run.outputs, TEXT_CHARS // 2, pointer)]
+    if run.telemetry:
+        lines += ["", "## Telemetry", compact_json(run.telemetry, 400, pointer)]
+    return _page(lines, pointer)
+
+
+def evidence_page(page: EvidencePage) -> str:
+    pack = page.pack
+    pointer = f'call jct_get_evidence(run_id="{pack.run_id}")'
+    lines = [
+        f"# Evidence: {headline(page.objective)}",
+        "",
+        verdict_line(pack.verdict, pack.verdict_reason, pointer),
+        f"Review: {_review_state(pack, page.review)}",
+        f"Run {run_uri(pack.run_id)} by {who(page.executor)} · task {task_uri(pack.task_id)}"
+        + (f" · briefing {issue_uri(page.issue_id)}" if page.issue_id else "")
+        + f" · prover {pack.prover_id} · {stamp(pack.created_at)}",
+    ]
+    if page.run_summary:
+        lines += ["", "## The agent's summary", clip(page.run_summary, TEXT_CHARS, f"read {run_uri(pack.run_id)}")]
+    lines += ["", "## Checks"]
+    marks = {True: "passed", False: "FAILED", None: "n/a"}
+    checks = [f"- {marks[c.passed]} · {c.name}: {line(c.detail, 300)}" for c in pack.checks]
+    lines += fit(checks, CHECKS_CHARS, pointer) if checks else ["None."]
+    lines += ["", "## Acceptance criteria"]
+    criteria = []
+    for c in pack.criteria_results:
+        cited = (
+            ", ".join(f"{line(page.artifact_titles.get(a, a), 40)} {artifact_uri(a)}" for a in c.evidence[:5])
+            or "no evidence cited"
+        )
+        note = f" — note: {line(c.note, 200)}" if c.note else ""
+        criteria.append(f"- **{c.status}** · {line(c.criterion, 200)} — {cited}{note}")
+    lines += fit(criteria, CHECKS_CHARS, pointer) if criteria else ["The task had no acceptance criteria."]
+    if pack.evidence_missing:
+        lines += ["", "## Missing evidence", *fit(bullets(pack.evidence_missing), 800, pointer)]
+    if pack.evidence_collected:
+        collected = [
+            f"- {item.get('type', '?')}: {line(item.get('title', ''), 80)}"
+            + (f" {artifact_uri(item['artifact_id'])}" if item.get("artifact_id") else "")
+            for item in pack.evidence_collected
+        ]
+        lines += ["", "## Evidence collected", *fit(collected, 1_000, pointer)]
+    if pack.review_state == "pending":
+        lines += [
+            "",
+            "## Next",
+            "Read the cited artifacts (the diff first), check each criterion yourself, then "
+            f'jct_submit_review(evidence_pack_id="{pack.id}", decision, reason).',
+        ]
+    return _page(lines, pointer)
+
+
+def artifact_cut_note(artifact_id: str, shown: int, total: int) -> str:
+    return (
+        f"\n… (truncated: showing {shown:,} of {total:,} characters; call "
+        f'jct_get_artifact(artifact_id="{artifact_id}", offset={shown}) for the rest)\n'
+    )
+
+
+def remote_artifact(artifact: results.ArtifactView) -> str:
+    """text/uri-list: a comment naming the artifact, then its URI."""
+    comment = f"# {line(artifact.title, 120)} ({artifact.type}, {artifact.media_type}), stored outside JCT"
+    return f"{comment}\r\n{artifact.uri}\r\n"

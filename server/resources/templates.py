@@ -1,0 +1,214 @@
+"""Reading jct:// resources: the two fixed pages, one template per record kind, and completions for the ids."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, UnexpectedResourceError
+from mcp.server.mcpserver.resources import Resource, ResourceTemplate, TextResource
+from mcp.shared.exceptions import MCPError
+from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.core import queue, review
+from server.core.service import Core
+from server.db import listing, queries
+from server.errors import ErrorCode, JctError
+from server.resources import gather, render
+from server.resources.text import PENDING_REVIEWS_URI, QUEUE_URI
+
+MARKDOWN = "text/markdown"
+URI_LIST = "text/uri-list"
+QUEUE_SHOWN = 50
+REVIEWS_SHOWN = 25
+COMPLETIONS = 20
+MAX_COMPLETION_INPUT = 200
+
+TASK = "jct://tasks/{task_id}"
+ISSUE = "jct://issues/{issue_id}"
+RUN = "jct://runs/{run_id}"
+EVIDENCE = "jct://evidence/{evidence_pack_id}"
+ARTIFACT = "jct://artifacts/{artifact_id}"
+
+# Completion of each template's one variable: ids by prefix, or by words of the objective or title.
+Completer = Callable[[AsyncConnection, str, int], Awaitable[Sequence[str]]]
+COMPLETERS: dict[str, tuple[str, Completer]] = {
+    TASK: ("task_id", listing.complete_task_ids),
+    ISSUE: ("issue_id", listing.complete_issue_ids),
+    RUN: ("run_id", listing.complete_run_ids),
+    EVIDENCE: ("evidence_pack_id", listing.complete_evidence_pack_ids),
+    ARTIFACT: ("artifact_id", listing.complete_artifact_ids),
+}
+
+# A malformed id is as absent as an unknown one: both are the client's resource-not-found.
+_NOT_FOUND = {
+    ErrorCode.INVALID_ARGUMENT,
+    ErrorCode.TASK_NOT_FOUND,
+    ErrorCode.RUN_NOT_FOUND,
+    ErrorCode.EVIDENCE_PACK_NOT_FOUND,
+    ErrorCode.ARTIFACT_NOT_FOUND,
+}
+
+T = TypeVar("T")
+
+
+async def _guard(uri: str, load: Awaitable[T]) -> T:
+    try:
+        return await load
+    except JctError as exc:
+        if exc.code in _NOT_FOUND:
+            raise ResourceNotFoundError(f"Unknown resource {uri}: {exc.message}") from None
+        raise ResourceError(f"Could not read {uri}: {exc.message}") from None
+
+
+class MediaTypedTemplate(ResourceTemplate):
+    """A template whose function returns (text, media type), so each instance keeps its own mime type.
+
+    The SDK's templates stamp every read with the template's one mime type; artifacts need theirs.
+    """
+
+    async def create_resource(
+        self, uri: str, params: dict[str, Any], context: Context[Any, Any]
+    ) -> Resource | InputRequiredResult:
+        try:
+            text, media_type = await self.fn(**params)
+        except (ResourceError, MCPError):
+            raise
+        except Exception as exc:
+            raise UnexpectedResourceError(f"Error creating resource from template {uri}") from exc
+        return TextResource(
+            uri=uri, name=self.name, title=self.title, description=self.description, mime_type=media_type, text=text
+        )
+
+
+def register(server: MCPServer[Any], core: Core) -> None:
+    _register_fixed(server, core)
+    _register_templates(server, core)
+    _register_artifacts(server, core)
+    _register_completions(server, core)
+
+
+def _register_fixed(server: MCPServer[Any], core: Core) -> None:
+    @server.resource(
+        QUEUE_URI,
+        name="JCT queue",
+        title="JCT queue",
+        description=f"Queued tasks, highest priority first (top {QUEUE_SHOWN}), and counts by status.",
+        mime_type=MARKDOWN,
+    )
+    async def jct_queue() -> str:
+        stats = await queue.queue_stats(core)
+        page = await queue.list_tasks(core, status="queued", limit=QUEUE_SHOWN)
+        return render.queue_page(stats, page)
+
+    @server.resource(
+        PENDING_REVIEWS_URI,
+        name="Pending reviews",
+        title="Pending reviews",
+        description="Evidence packs awaiting a review decision, oldest first, with verdicts and links.",
+        mime_type=MARKDOWN,
+    )
+    async def jct_pending_reviews() -> str:
+        page = await review.list_pending_reviews(core, limit=REVIEWS_SHOWN)
+        async with core.db.read() as conn:
+            total = await queries.count_pending_reviews(conn)
+        return render.pending_reviews_page(page, total)
+
+
+def _register_templates(server: MCPServer[Any], core: Core) -> None:
+    @server.resource(
+        TASK,
+        name="task",
+        title="Task",
+        description="A task: status, target, objective, outcome, and its runs with verdicts and reviews.",
+        mime_type=MARKDOWN,
+    )
+    async def jct_task(task_id: str) -> str:
+        return render.task_page(await _guard(f"jct://tasks/{task_id}", gather.task_page(core, task_id)))
+
+    @server.resource(
+        ISSUE,
+        name="issue briefing",
+        title="Issue briefing",
+        description=(
+            "Everything to start work: objective and acceptance criteria first, then context (summary, prior art, "
+            "files of interest), constraints, doctrine, all review feedback so far, and the issue's tasks."
+        ),
+        mime_type=MARKDOWN,
+    )
+    async def jct_issue(issue_id: str) -> str:
+        return render.issue_briefing(await _guard(f"jct://issues/{issue_id}", gather.issue_brief(core, issue_id)))
+
+    @server.resource(
+        RUN,
+        name="run",
+        title="Run",
+        description="A run: status, executor, lease, verdict and review, artifacts (with jct://artifacts URIs), "
+        "progress events.",
+        mime_type=MARKDOWN,
+    )
+    async def jct_run(run_id: str) -> str:
+        return render.run_page(await _guard(f"jct://runs/{run_id}", gather.run_page(core, run_id)))
+
+    @server.resource(
+        EVIDENCE,
+        name="evidence pack",
+        title="Evidence pack",
+        description="The prover's verdict, each check, each acceptance criterion with cited artifacts, missing "
+        "evidence, and the review state.",
+        mime_type=MARKDOWN,
+    )
+    async def jct_evidence(evidence_pack_id: str) -> str:
+        uri = f"jct://evidence/{evidence_pack_id}"
+        return render.evidence_page(await _guard(uri, gather.evidence_page(core, evidence_pack_id)))
+
+
+def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
+    async def jct_artifact(artifact_id: str) -> tuple[str, str]:
+        uri = f"jct://artifacts/{artifact_id}"
+        artifact, text, total = await _guard(uri, gather.artifact_content(core, artifact_id))
+        if text is None:
+            return render.remote_artifact(artifact), URI_LIST
+        if total > len(text):
+            text += render.artifact_cut_note(artifact.artifact_id, len(text), total)
+        return text, artifact.media_type
+
+    template = MediaTypedTemplate.from_function(
+        jct_artifact,
+        uri_template=ARTIFACT,
+        name="artifact",
+        title="Artifact",
+        description=(
+            f"An artifact's content with its own media type (the first {gather.ARTIFACT_CHARS:,} characters; "
+            "jct_get_artifact pages through the rest), or text/uri-list for one stored outside JCT."
+        ),
+        mime_type="text/plain",
+        security=server._resource_security,
+    )
+    server._resource_manager._templates[template.uri_template] = template
+
+
+def _register_completions(server: MCPServer[Any], core: Core) -> None:
+    """Completions for the templates' ids; any other reference goes to the handler registered before."""
+    lowlevel = server._lowlevel_server
+    previous = lowlevel.get_request_handler("completion/complete")
+
+    async def complete(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> HandlerResult:
+        ref = params.ref
+        entry = COMPLETERS.get(ref.uri) if isinstance(ref, ResourceTemplateReference) else None
+        if entry is None:
+            if previous is not None:
+                return await previous.handler(ctx, params)
+            return CompleteResult(completion=Completion(values=[]))
+        variable, completer = entry
+        if params.argument.name != variable:
+            return CompleteResult(completion=Completion(values=[]))
+        async with core.db.read() as conn:
+            ids = await completer(conn, params.argument.value[:MAX_COMPLETION_INPUT], COMPLETIONS + 1)
+        return CompleteResult(completion=Completion(values=list(ids[:COMPLETIONS]), has_more=len(ids) > COMPLETIONS))
+
+    lowlevel.add_request_handler("completion/complete", CompleteRequestParams, complete)

@@ -1,0 +1,203 @@
+"""Prompts (slash commands): each lists, and renders with and without its optional argument, with live state."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, GetPromptResult, PromptReference, ResourceTemplateReference, TextContent
+
+from server.core import queue, results, review, work
+from server.core.service import Core
+from server.identity import FixedIdentity
+from server.mcp import build_mcp
+from server.prompts import register_prompts
+from server.resources import register_resources
+from tests.core.helpers import ADMIN, ALICE, PATCH, enqueue
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def client(core: Core) -> AsyncIterator[Client]:
+    server = build_mcp(core, FixedIdentity("x"))
+    register_resources(server, core)
+    register_prompts(server, core)
+    async with Client(server) as connected:
+        yield connected
+
+
+def only_text(result: GetPromptResult) -> str:
+    assert len(result.messages) >= 1
+    assert all(message.role == "user" for message in result.messages)
+    content = result.messages[0].content
+    assert isinstance(content, TextContent)
+    return content.text
+
+
+async def prompt(client: Client, name: str, **arguments: str) -> str:
+    return only_text(await client.get_prompt(name, arguments or None))
+
+
+async def waiting_review(core: Core) -> results.Completion:
+    task_id = await enqueue(core, objective="Validate emails on signup", acceptance_criteria=["Email is validated"])
+    await queue.claim_task(core, ALICE, task_id)
+    patch = await work.report_artifact(
+        core, ALICE, task_id, title="Code changes", artifact_type="code_patch", content=PATCH
+    )
+    # No citation: the verdict is partial, which waits for a reviewer.
+    done = await work.complete_task(core, ALICE, task_id, success=True, summary="Added an email regex")
+    assert done.review.status == "awaiting_manual_review"
+    assert patch.artifact_id
+    return done
+
+
+async def test_prompts_are_listed_with_their_arguments(client: Client) -> None:
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    assert set(prompts) == {"work_next", "review", "enqueue"}
+    arguments: dict[str, list[tuple[str, bool]]] = {
+        name: [(a.name, bool(a.required)) for a in p.arguments or []] for name, p in prompts.items()
+    }
+    assert arguments == {
+        "work_next": [("operation", False)],
+        "review": [("evidence_pack_id", False)],
+        "enqueue": [("request", True)],
+    }
+    for p in prompts.values():
+        assert p.title
+        assert p.description
+        assert all(a.description for a in p.arguments or [])
+
+
+async def test_work_next_embeds_the_protocol_and_the_queue(core: Core, client: Client) -> None:
+    empty = await prompt(client, "work_next")
+    assert "jct_claim_next()" in empty
+    assert "no queued tasks" in empty
+
+    urgent = await enqueue(core, objective="Fix the login outage", priority="P0")
+    await enqueue(core, objective="Document the retry policy", operation="docs", priority="P3")
+    body = await prompt(client, "work_next")
+    for step in (
+        "jct_claim_next",
+        "jct_report_artifact",
+        "jct_report_progress",
+        "jct_complete_task",
+        "criteria_results",
+    ):
+        assert step in body
+    assert "15 minutes" in body  # the default lease
+    assert body.index("Fix the login outage") < body.index("Document the retry policy")
+    assert urgent in body
+    assert "2 queued" in body
+
+    docs = await prompt(client, "work_next", operation="docs")
+    assert 'jct_claim_next(operation="docs")' in docs
+    assert "Document the retry policy" in docs
+    assert "Fix the login outage" not in docs
+
+    with pytest.raises(MCPError) as bad:
+        await client.get_prompt("work_next", {"operation": "poetry"})
+    assert bad.value.error.code == INVALID_PARAMS
+    assert "code_change" in bad.value.error.message
+
+
+async def test_review_lists_pending_packs_or_embeds_one(core: Core, client: Client) -> None:
+    assert "Nothing awaits a decision" in await prompt(client, "review")
+    done = await waiting_review(core)
+
+    listing = await prompt(client, "review")
+    assert "How to judge an evidence pack" in listing
+    assert "## Awaiting review: 1" in listing
+    assert done.evidence_pack.id in listing
+    assert "Validate emails on signup" in listing
+
+    pack = await prompt(client, "review", evidence_pack_id=done.evidence_pack.id)
+    assert f"## Evidence pack {done.evidence_pack.id}" in pack
+    assert "Review state: pending" in pack
+    assert "Verdict partial" in pack
+    assert "required_evidence" in pack
+    assert "Email is validated" in pack
+    assert "Added an email regex" in pack
+    assert "Code changes (code_patch" in pack
+    assert "jct://artifacts/" in pack
+    assert f'jct_submit_review(evidence_pack_id="{done.evidence_pack.id}"' in pack
+    assert "+new" in pack  # the diff itself
+
+    await review.submit_review(core, ADMIN, done.evidence_pack.id, "approved", "Fine.")
+    decided = await prompt(client, "review", evidence_pack_id=done.evidence_pack.id)
+    assert "already decided: approved" in decided
+
+    for bad_id in ("nope", str(uuid.uuid4())):
+        with pytest.raises(MCPError) as bad:
+            await client.get_prompt("review", {"evidence_pack_id": bad_id})
+        assert bad.value.error.code == INVALID_PARAMS
+
+
+async def test_enqueue_turns_a_request_into_task_fields(core: Core, client: Client) -> None:
+    await enqueue(core, objective="Fix the login outage")
+    body = await prompt(client, "enqueue", request="Make signup reject malformed emails in myorg/api")
+    assert "Make signup reject malformed emails in myorg/api" in body
+    for field in ("jct_enqueue_task", "objective", "operation", "target_repo", "acceptance_criteria"):
+        assert field in body
+    for field in ("context_summary", "priority", "idempotency_key"):
+        assert field in body
+    assert "Fix the login outage" in body  # what is queued already, to avoid duplicates
+
+    with pytest.raises(MCPError):
+        await client.get_prompt("enqueue")
+    with pytest.raises(MCPError) as empty:
+        await client.get_prompt("enqueue", {"request": "   "})
+    assert empty.value.error.code == INVALID_PARAMS
+
+
+async def test_enqueue_names_the_allowed_repositories(make_settings: Any) -> None:
+    core = Core.build(make_settings(allowed_repo_prefixes=["myorg/"]))
+    try:
+        server = build_mcp(core, FixedIdentity("x"))
+        register_prompts(server, core)
+        async with Client(server) as client:
+            body = await prompt(client, "enqueue", request="Add a health endpoint")
+        assert "myorg/" in body
+    finally:
+        await core.db.dispose()
+
+
+async def test_prompt_arguments_complete(core: Core, client: Client) -> None:
+    done = await waiting_review(core)
+    operations = await client.complete(
+        PromptReference(type="ref/prompt", name="work_next"), {"name": "operation", "value": "co"}
+    )
+    assert operations.completion.values == ["code_change"]
+    packs = await client.complete(
+        PromptReference(type="ref/prompt", name="review"), {"name": "evidence_pack_id", "value": "emails"}
+    )
+    assert packs.completion.values == [done.evidence_pack.id]
+    nothing = await client.complete(
+        PromptReference(type="ref/prompt", name="enqueue"), {"name": "request", "value": ""}
+    )
+    assert nothing.completion.values == []
+
+
+async def test_prompts_render_over_a_legacy_session(core: Core) -> None:
+    done = await waiting_review(core)
+    server = build_mcp(core, FixedIdentity("x"))
+    register_prompts(server, core)
+    register_resources(server, core)
+    async with Client(server, mode="legacy") as client:
+        assert {p.name for p in (await client.list_prompts()).prompts} == {"work_next", "review", "enqueue"}
+        assert "jct_claim_next" in await prompt(client, "work_next")
+        assert done.evidence_pack.id in await prompt(client, "review", evidence_pack_id=done.evidence_pack.id)
+        assert "jct_enqueue_task" in await prompt(client, "enqueue", request="Add a changelog")
+        # Registered in the other order, each package's completions still answer.
+        packs = await client.complete(
+            PromptReference(type="ref/prompt", name="review"), {"name": "evidence_pack_id", "value": ""}
+        )
+        assert packs.completion.values == [done.evidence_pack.id]
+        runs = await client.complete(
+            ResourceTemplateReference(type="ref/resource", uri="jct://runs/{run_id}"), {"name": "run_id", "value": ""}
+        )
+        assert runs.completion.values == [done.run_id]
