@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     agent_id: str = ""
     lease_seconds: int = Field(default=900, ge=5, le=7 * 86400)
     sweep_interval_seconds: float = Field(default=5.0, gt=0, le=3600)
+    notify_interval_seconds: float = Field(default=0.25, gt=0, le=60)
     max_attempts: int = Field(default=3, ge=1, le=100)
     allowed_repo_prefixes: Annotated[list[str], NoDecode] = Field(default_factory=list)
     review_auto_approve: bool = True

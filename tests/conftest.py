@@ -130,5 +130,3 @@ async def core(make_settings) -> AsyncIterator[Core]:  # type: ignore[no-untyped
         yield built
     finally:
         await built.db.dispose()
-
-

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import RowMapping, insert, select, text, update
+from sqlalchemy import RowMapping, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
@@ -140,7 +140,8 @@ async def claim_sqlite(conn: AsyncConnection, req: ClaimRequest) -> Claimed | No
         if req.operation is not None:
             best = best.where(t.tasks.c.operation == req.operation)
         if req.repo_prefix is not None:
-            best = best.where(t.tasks.c.target_repo.like(_like_prefix(req.repo_prefix), escape="\\"))
+            # Not LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not. substr() compares exactly.
+            best = best.where(func.substr(t.tasks.c.target_repo, 1, len(req.repo_prefix)) == req.repo_prefix)
         best = best.order_by(t.tasks.c.priority, t.tasks.c.queued_at, t.tasks.c.id).limit(1)
         condition = t.tasks.c.id == best.scalar_subquery()
     claimed = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,14 +56,26 @@ class Database:
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A read-write transaction: BEGIN IMMEDIATE on SQLite, so the write lock is taken up front."""
         lock: AbstractAsyncContextManager[Any] = self._write_lock if self._write_lock is not None else nullcontext()
-        async with lock, self.engine.begin() as conn:
-            yield conn
+        async with lock:
+            with self._uncancellable():
+                async with self.engine.begin() as conn:
+                    yield conn
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A read-only transaction: a deferred BEGIN on SQLite, so readers never wait for writers."""
-        async with self._reader.begin() as conn:
-            yield conn
+        with self._uncancellable():
+            async with self._reader.begin() as conn:
+                yield conn
+
+    def _uncancellable(self) -> AbstractContextManager[Any]:
+        """On SQLite a transaction, once begun, runs to its end even if its caller is cancelled.
+
+        Cancelling an aiosqlite call mid-flight leaves SQLAlchemy a connection-close task that
+        never finishes, and the event loop hangs on exit. Transactions are short, so a cancelled
+        tool call (a client gone, a SIGTERM) simply finishes its transaction first.
+        """
+        return anyio.CancelScope(shield=True) if self.is_sqlite else nullcontext()
 
     async def dispose(self) -> None:
         await self.engine.dispose()

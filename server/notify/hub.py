@@ -34,7 +34,7 @@ def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
 class NotificationHub:
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
-        # connection -> URIs it subscribed to; connections seen at all hear list_changed.
+        # connection -> URIs it subscribed to; connections that used resources/* hear list_changed.
         self._subscriptions: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
         self._seen: weakref.WeakSet[Connection] = weakref.WeakSet()
 
@@ -51,8 +51,9 @@ class NotificationHub:
         return EmptyResult()
 
     async def observe(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Middleware: remember every handshake-era connection, so list_changed reaches it."""
-        if ctx.method == "notifications/initialized" or ctx.method.startswith("resources/"):
+        """Middleware: remember connections that use resources (Claude Code lists them to build its
+        @-mention menu), so list_changed reaches them. Others get no unsolicited traffic."""
+        if ctx.method.startswith("resources/"):
             self._seen.add(_connection(ctx))
         return await call_next(ctx)
 

@@ -17,8 +17,12 @@ async def test_happy_path_ends_auto_approved_with_a_passing_evidence_pack(core: 
     claim = await queue.claim_task(core, ALICE, task_id)
     assert claim.context_packet is not None
     assert claim.context_packet.acceptance_criteria == ["Email is validated"]
-    patch = await work.report_artifact(core, ALICE, task_id, title="Code changes", artifact_type="code_patch", content=PATCH)
-    await work.report_artifact(core, ALICE, task_id, title="Tests", artifact_type="log", content="==== 3 passed in 0.1s ====")
+    patch = await work.report_artifact(
+        core, ALICE, task_id, title="Code changes", artifact_type="code_patch", content=PATCH
+    )
+    await work.report_artifact(
+        core, ALICE, task_id, title="Tests", artifact_type="log", content="==== 3 passed in 0.1s ===="
+    )
     done = await work.complete_task(
         core,
         ALICE,
