@@ -1,0 +1,142 @@
+"""create_app(): the one ASGI application. MCP over streamable HTTP and SSE, health, readiness, one lifespan.
+
+The Core (and its not-yet-connected engine) and the MCP server are built once per app, here; the lifespan
+connects, migrates, starts the lease sweeper and the MCP session manager. SSE connections enter only the
+MCP server's trivial default lifespan, so nothing expensive is ever created per connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from sqlalchemy import inspect, text
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from server.background import run_background
+from server.config import Settings
+from server.core.service import Core
+from server.db.migrate import head_revision, upgrade
+from server.identity import FixedIdentity
+from server.mcp import build_mcp
+
+log = logging.getLogger("jct.app")
+
+# Claude Code does not re-initialize after `404 Session not found`, so a legacy streamable HTTP session
+# must outlive any idle agent: no idle reaping. Sessions end when the client sends DELETE (the SDK
+# client and Claude Code do on exit) or when the server stops; SESSION_LIMIT bounds what crashed
+# clients can leave behind. The 2026-07-28 protocol has no sessions at all.
+SESSION_IDLE_TIMEOUT: float | None = None
+SESSION_LIMIT = 10_000
+READY_CHECK_SECONDS = 5.0
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Host/Origin allow-list (DNS rebinding): loopback, the bind host and JCT_ALLOWED_HOSTS; `*` turns it off."""
+    if "*" in settings.allowed_hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    bind = f"[{settings.host}]" if ":" in settings.host else settings.host
+    names = dict.fromkeys([*LOOPBACK, *([bind] if bind not in ("0.0.0.0", "[::]") else []), *settings.allowed_hosts])
+    hosts = [form for name in names for form in (name, f"{name}:*")]
+    origins = [f"{scheme}://{form}" for scheme in ("http", "https") for form in hosts]
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+
+
+def max_request_body(settings: Settings) -> int:
+    """Big enough that an oversized artifact reaches JCT and gets PAYLOAD_TOO_LARGE, not a bare HTTP 413."""
+    return max(16 * 1024 * 1024, 4 * settings.max_artifact_bytes)
+
+
+@dataclass
+class Readiness:
+    serving: bool = False
+
+
+def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] | None = None) -> Starlette:
+    """The JCT server. `extend` may register more tools on the MCP server before it is mounted (benchmarks)."""
+    core = Core.build(settings)  # creating the engine does not connect; the lifespan does
+    mcp = build_mcp(core, FixedIdentity("local"))
+    if extend is not None:
+        extend(mcp)
+    security = transport_security(settings)
+    body_limit = max_request_body(settings)
+    streamable = mcp.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=security,
+        max_request_body_size=body_limit,
+        session_idle_timeout=SESSION_IDLE_TIMEOUT,
+        max_sessions=SESSION_LIMIT,
+    )
+    sse = mcp.sse_app(
+        sse_path="/sse", message_path="/messages/", transport_security=security, max_request_body_size=body_limit
+    )
+    head = head_revision()
+    state = Readiness()
+
+    async def healthz(_: Request) -> JSONResponse:
+        tools = await mcp.list_tools()
+        return JSONResponse({"status": "ok", "version": version("jct"), "tools": len(tools)})
+
+    async def readyz(_: Request) -> JSONResponse:
+        reason = await _not_ready(core, head, state)
+        if reason is not None:
+            return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+        return JSONResponse({"status": "ready", "revision": head})
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            await upgrade(core.db)
+            async with anyio.create_task_group() as tg, mcp.session_manager.run():
+                tg.start_soon(run_background, core, mcp.hub)
+                state.serving = True
+                log.info("JCT serving (database at revision %s)", head)
+                try:
+                    yield
+                finally:
+                    state.serving = False
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await core.db.dispose()
+
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        *streamable.routes,
+        *sse.routes,
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _revision(core: Core) -> str | None:
+    """The schema revision, read directly (alembic's MigrationContext logs at INFO on every probe)."""
+    async with core.db.read() as conn:
+        if not await conn.run_sync(lambda sync: inspect(sync).has_table("alembic_version")):
+            return None
+        return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar_one_or_none()
+
+
+async def _not_ready(core: Core, head: str, state: Readiness) -> str | None:
+    try:
+        with anyio.fail_after(READY_CHECK_SECONDS):
+            revision = await _revision(core)
+    except Exception as exc:
+        detail = str(exc).strip().splitlines()
+        return f"database unreachable: {type(exc).__name__}" + (f": {detail[0]}" if detail else "")
+    if revision != head:
+        return f"database not migrated: at revision {revision}, head is {head}"
+    if not state.serving:
+        return "starting: the server's lifespan has not started"
+    return None
