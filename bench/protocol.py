@@ -1,0 +1,279 @@
+"""JCT's tool calls beside the protocol floor: a trivial `echo` tool on the same server, SDK and transport.
+
+One uvicorn server (a subprocess running `create_app` with an extra `echo` tool) and N concurrent
+`mcp.Client`s over streamable HTTP (the 2025 `initialize` handshake by default, as Claude Code speaks;
+`--mode modern` for 2026-07-28). For each N, every client starts each phase together and makes its share
+of `--calls` calls; each call is timed:
+
+  echo                  echo(text="ping"): the transport, the SDK's dispatch and validation, nothing else
+  jct_claim_next        claims one task each call (the queue is pre-loaded)
+  jct_report_artifact   1 KiB of log text, to a task the client claimed beforehand
+  jct_complete_task     completes the tasks claimed in the claim phase (success=true, no artifacts)
+
+"cost vs echo" is echo calls/s divided by the call's calls/s at the same concurrency (1.0 = free; DESIGN
+section 9 asks for at most 1.5). Clients and server share the machine, so read ratios, not absolutes.
+
+    python bench/protocol.py                                 # SQLite, 1/10/50 clients, 600 calls per cell
+    python bench/protocol.py --concurrency 1,10 --calls 200 --mode modern
+    python bench/protocol.py --database-url postgresql://postgres@127.0.0.1:5432/bench   # an empty database
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client
+from pydantic import BaseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from server.config import Settings
+from server.core import queue
+from server.core.models import Actor
+from server.core.service import Core
+from server.db.migrate import upgrade
+
+ADMIN = Actor(actor_id="bench", actor_kind="human", admin=True)
+ARTIFACT = ("bench log line " * 73)[:1023] + "\n"  # 1 KiB
+CALLS = ("echo", "jct_claim_next", "jct_report_artifact", "jct_complete_task")
+READY_SECONDS = 60.0
+
+
+# --- the server ------------------------------------------------------------------------------
+
+
+class Echoed(BaseModel):
+    text: str
+
+
+async def echo(text: str) -> Echoed:
+    """Return the text unchanged (the benchmark's protocol floor)."""
+    return Echoed(text=text)
+
+
+def serve(port: int, database_url: str, home: Path) -> None:
+    import uvicorn
+
+    from server.app import create_app
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+    settings = Settings(_env_file=None, database_url=database_url, home=home, log_level="WARNING")
+    app = create_app(settings, extend=lambda mcp: mcp.add_tool(echo, name="echo"))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_config=None, log_level="warning", access_log=False)
+
+
+# --- the clients -----------------------------------------------------------------------------
+
+
+class Cell:
+    """One call at one concurrency: its latencies and the phase's wall time."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.latencies: list[float] = []
+        self.wall = 0.0
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.wall if self.wall else 0.0
+
+    def quantile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] * 1000
+
+
+async def tool(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(name, args)
+    if result.is_error or result.structured_content is None:
+        raise RuntimeError(f"{name} failed: {result.content}")
+    return dict(result.structured_content)
+
+
+async def phase(
+    clients: list[Client], cell: Cell, per_client: int, call: Callable[[int, int], Awaitable[None]]
+) -> None:
+    """Every client makes `per_client` timed calls; they start together; the phase's wall time is recorded."""
+
+    async def run(index: int) -> None:
+        for n in range(per_client):
+            started = time.perf_counter()
+            await call(index, n)
+            cell.latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for index in range(len(clients)):
+            tg.start_soon(run, index)
+    cell.wall = time.perf_counter() - started
+
+
+async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str, Cell]:
+    per_client = max(1, math.ceil(calls / concurrency))
+    cells = {name: Cell(name) for name in CALLS}
+    claimed: list[list[str]] = [[] for _ in range(concurrency)]
+    report_to: list[str] = []
+    async with AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(Client(url, mode="legacy" if mode == "legacy" else "auto"))
+            for _ in range(concurrency)
+        ]
+        for client in clients:  # warm up: connections, schemas, the server's first-call paths
+            for _ in range(3):
+                await tool(client, "echo", {"text": "warm"})
+            claim = await tool(client, "jct_claim_next", {})
+            report_to.append(claim["task_id"])
+
+        async def do_echo(i: int, _n: int) -> None:
+            await tool(clients[i], "echo", {"text": "ping"})
+
+        async def do_claim(i: int, _n: int) -> None:
+            result = await tool(clients[i], "jct_claim_next", {})
+            if not result["claimed"]:
+                raise RuntimeError("the queue ran dry; enqueue more tasks")
+            claimed[i].append(result["task_id"])
+
+        async def do_report(i: int, n: int) -> None:
+            args = {"task_id": report_to[i], "title": f"log {n}", "artifact_type": "log", "content": ARTIFACT}
+            await tool(clients[i], "jct_report_artifact", args)
+
+        async def do_complete(i: int, n: int) -> None:
+            args = {"task_id": claimed[i][n], "success": True, "summary": "Benchmarked."}
+            await tool(clients[i], "jct_complete_task", args)
+
+        await phase(clients, cells["echo"], per_client, do_echo)
+        await phase(clients, cells["jct_claim_next"], per_client, do_claim)
+        await phase(clients, cells["jct_report_artifact"], per_client, do_report)
+        await phase(clients, cells["jct_complete_task"], per_client, do_complete)
+    return cells
+
+
+# --- orchestration ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def load_queue(settings: Settings, count: int) -> None:
+    core = Core.build(settings)
+    try:
+        await upgrade(core.db)
+        for n in range(count):
+            await queue.enqueue_task(
+                core, ADMIN, objective=f"Bench task {n}", operation="analysis", target_repo="bench/repo"
+            )
+    finally:
+        await core.db.dispose()
+
+
+async def wait_ready(process: subprocess.Popen[bytes], base_url: str) -> None:
+    async with httpx2.AsyncClient(timeout=5.0) as http:
+        with anyio.fail_after(READY_SECONDS):
+            while process.poll() is None:
+                try:
+                    if (await http.get(f"{base_url}/readyz")).status_code == 200:
+                        return
+                except httpx2.TransportError:
+                    pass
+                await anyio.sleep(0.05)
+    raise RuntimeError(f"the bench server exited with {process.returncode}")
+
+
+def table(results: dict[int, dict[str, Cell]]) -> str:
+    lines = [
+        "| clients | call | calls/s | p50 ms | p99 ms | cost vs echo | p50 vs echo |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for concurrency, cells in results.items():
+        floor = cells["echo"]
+        for name in CALLS:
+            cell = cells[name]
+            cost = floor.rate / cell.rate if cell.rate else float("inf")
+            p50 = cell.quantile(0.5) / floor.quantile(0.5)
+            lines.append(
+                f"| {concurrency} | `{name}` | {cell.rate:,.0f} | {cell.quantile(0.5):.1f} | "
+                f"{cell.quantile(0.99):.1f} | {cost:.2f}x | {p50:.2f}x |"
+            )
+    return "\n".join(lines)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    levels = [int(part) for part in args.concurrency.split(",")]
+    with tempfile.TemporaryDirectory(prefix="jct-bench-") as tmp:
+        home = Path(tmp)
+        database_url = args.database_url or f"sqlite:///{home / 'bench.db'}"
+        settings = Settings(_env_file=None, database_url=database_url, home=home)
+        needed = sum(2 * max(1, math.ceil(args.calls / n)) * n + n for n in levels) + 10
+        started = time.perf_counter()
+        await load_queue(settings, needed)
+        print(f"loaded {needed} tasks in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+
+        port = free_port()
+        command = [sys.executable, __file__, "serve", "--port", str(port), "--database-url", database_url]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JCT_")}
+        log = (home / "server.log").open("wb")
+        process = subprocess.Popen([*command, "--home", str(home)], env=env, stdout=log, stderr=log)
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            await wait_ready(process, base_url)
+            results: dict[int, dict[str, Cell]] = {}
+            for concurrency in levels:
+                started = time.perf_counter()
+                results[concurrency] = await measure(f"{base_url}/mcp", concurrency, args.calls, args.mode)
+                print(f"{concurrency} client(s) in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log.close()
+    dialect = settings.database_url.split("+", 1)[0]
+    era = "2025-11-25 handshake (legacy)" if args.mode == "legacy" else "2026-07-28 (modern)"
+    print(
+        f"Streamable HTTP, {era}; {dialect}; mcp {version('mcp')}; Python {platform.python_version()}; "
+        f"{os.cpu_count()} CPUs; {args.calls} calls per cell; clients and server on one machine.\n"
+    )
+    print(table(results))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    server = sub.add_parser("serve", help="(internal) run the bench server")
+    server.add_argument("--port", type=int, required=True)
+    server.add_argument("--database-url", required=True)
+    server.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--concurrency", default="1,10,50", help="comma-separated client counts")
+    parser.add_argument("--calls", type=int, default=600, help="calls per (call, concurrency) cell")
+    parser.add_argument("--mode", choices=["legacy", "modern"], default="legacy")
+    parser.add_argument("--database-url", default="", help="default: SQLite in a temp directory")
+    args = parser.parse_args()
+    if args.command == "serve":
+        serve(args.port, args.database_url, args.home)
+    else:
+        logging.basicConfig(level=logging.WARNING)
+        anyio.run(main_async, args)
+
+
+if __name__ == "__main__":
+    main()
