@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
 from server.core import views
@@ -178,7 +177,7 @@ def _bundle(
             "allowed_paths": [req["target_path"]] if req["target_path"] else [],
             "created_at": ts,
         }
-        audit.append(audit_row(actor, "issue.created", "Issue", issue_id, None, {"status": "ready"}, trace_id, ts))
+        audit.append(audit_row(actor, "issue.created", "Issue", issue_id, None, {"status": "ready"}, trace_id))
     task = {
         "id": task_id,
         "operation": req["operation"],
@@ -200,7 +199,7 @@ def _bundle(
         "queued_at": ts if not core.db.is_sqlite else now,
     }
     after = {"status": "queued", "priority": req["priority"], "operation": req["operation"]}
-    audit.insert(0, audit_row(actor, "task.enqueued", "Task", task_id, None, after, trace_id, ts))
+    audit.insert(0, audit_row(actor, "task.enqueued", "Task", task_id, None, after, trace_id))
     return task, issue, packet, snapshot, audit
 
 
@@ -252,7 +251,7 @@ async def list_tasks(
 
 async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
     task_id = parse_id(task_id, "task_id")
-    claimed, bundle = await _claim(core, actor, task_id=task_id)
+    claimed = await _claim(core, actor, task_id=task_id)
     if claimed is None:
         async with core.db.read() as conn:
             task = await queries.get_task(conn, task_id)
@@ -265,8 +264,7 @@ async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
             f"Task {task_id} is no longer queued (current status: {task['status']}).",
             "Use jct_claim_next or jct_list_tasks to find another available task.",
         )
-    assert bundle is not None
-    return r.Claim(**_claim_fields(claimed, bundle))
+    return r.Claim(**_claim_fields(claimed))
 
 
 async def claim_next(
@@ -275,14 +273,10 @@ async def claim_next(
     op = parse_enum(Operation, operation, "operation").value if operation is not None else None
     if repo_prefix is not None:
         check_text(repo_prefix, "repo_prefix", Limits.REPO, single_line=True)
-    claimed, bundle = await _claim(core, actor, operation=op, repo_prefix=repo_prefix)
+    claimed = await _claim(core, actor, operation=op, repo_prefix=repo_prefix)
     if claimed is None:
         return r.ClaimNext(claimed=False)
-    assert bundle is not None
-    return r.ClaimNext(claimed=True, **_claim_fields(claimed, bundle))
-
-
-Bundle = tuple[RowMapping, RowMapping | None, RowMapping | None]
+    return r.ClaimNext(claimed=True, **_claim_fields(claimed))
 
 
 async def _claim(
@@ -292,7 +286,7 @@ async def _claim(
     task_id: str | None = None,
     operation: str | None = None,
     repo_prefix: str | None = None,
-) -> tuple[claims.Claimed | None, Bundle | None]:
+) -> dict[str, Any] | None:
     run_id = new_id()
     request = claims.ClaimRequest(
         run_id=run_id,
@@ -307,36 +301,47 @@ async def _claim(
     )
     claim = claims.claim_sqlite if core.db.is_sqlite else claims.claim_postgres
     async with core.db.write() as conn:
-        claimed = await claim(conn, request)
-        if claimed is None:
-            return None, None
-        bundle = await _briefing(conn, claimed.task_id)
-    return claimed, bundle
+        return await claim(conn, request)
 
 
-async def _briefing(conn: AsyncConnection, task_id: str) -> Bundle:
-    task = await queries.get_task(conn, task_id)
-    assert task is not None
-    packet = await queries.latest_context_packet(conn, task["issue_id"]) if task["issue_id"] else None
-    snapshot_id = task["constraint_snapshot_id"]
-    snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
-    return task, packet, snapshot
-
-
-def _claim_fields(claimed: claims.Claimed, bundle: Bundle) -> dict[str, Any]:
-    task, packet, snapshot = bundle
+def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The flat claim row (task, run, briefing; see server/db/claims.py) as Claim fields."""
+    constraints = r.Constraints(
+        time_budget_seconds=row["time_budget_seconds"], allow_network=False, allow_secrets=False
+    )
+    snapshot = None
+    if row["snapshot_id"] is not None:
+        constraints = r.Constraints(
+            time_budget_seconds=row["snapshot_time_budget_seconds"],
+            allow_network=row["snapshot_allow_network"],
+            allow_secrets=row["snapshot_allow_secrets"],
+            allowed_paths=row["snapshot_allowed_paths"],
+        )
+        snapshot = r.ConstraintSnapshot(id=row["snapshot_id"], scope=row["snapshot_scope"], rules=constraints)
+    packet = None
+    if row["packet_id"] is not None:
+        packet = r.ContextPacket(
+            id=row["packet_id"],
+            version=row["packet_version"],
+            summary=row["packet_summary"],
+            prior_art=row["packet_prior_art"],
+            files_of_interest=row["packet_files_of_interest"],
+            acceptance_criteria=row["packet_acceptance_criteria"],
+            data=row["packet_data"],
+            review_feedback=row["packet_review_feedback"] or [],
+        )
     return {
-        "task_id": task["id"],
-        "run_id": task["active_run_id"],
-        "trace_id": task["trace_id"],
-        "objective": task["objective"],
-        "operation": task["operation"],
-        "target": views.target(task),
-        "attempt": claimed.attempt,
-        "lease_expires_at": claimed.lease_expires_at,
-        "constraints": views.constraints(snapshot, task),
-        "context_packet": views.context_packet(packet),
-        "constraint_snapshot": views.constraint_snapshot(snapshot, task),
+        "task_id": row["id"],
+        "run_id": row["active_run_id"],
+        "trace_id": row["trace_id"],
+        "objective": row["objective"],
+        "operation": row["operation"],
+        "target": r.Target(repo=row["target_repo"], ref=row["target_ref"], path=row["target_path"]),
+        "attempt": row["attempt"],
+        "lease_expires_at": row["lease_expires_at"],
+        "constraints": constraints,
+        "context_packet": packet,
+        "constraint_snapshot": snapshot,
     }
 
 
@@ -372,17 +377,16 @@ async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.
                 {"status": before["status"]},
                 {"status": "cancelled", "reason": reason},
                 task["trace_id"],
-                ts,
             )
         ]
         if run_id is not None:
             await queries.update_run(conn, run_id, {"status": "cancelled", "ended_at": ts}, status_in=("running",))
             after = {"status": "cancelled"}
-            audit.append(audit_row(actor, "run.cancelled", "Run", run_id, {"status": "running"}, after, None, ts))
+            audit.append(audit_row(actor, "run.cancelled", "Run", run_id, {"status": "running"}, after, None))
         if task["issue_id"] is not None:
             await queries.update_issue(conn, task["issue_id"], {"status": "cancelled", "updated_at": ts})
             audit.append(
-                audit_row(actor, "issue.cancelled", "Issue", task["issue_id"], None, {"status": "cancelled"}, None, ts)
+                audit_row(actor, "issue.cancelled", "Issue", task["issue_id"], None, {"status": "cancelled"}, None)
             )
         await queries.insert_audit(conn, audit)
     return r.Cancelled(task_id=task_id, task_status="cancelled", run_id=run_id)

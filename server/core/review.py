@@ -102,11 +102,8 @@ async def settle_completion(
             {"status": "running"},
             {"status": task_status, "run_id": run["id"]},
             trace,
-            ts,
         ),
-        audit_row(
-            actor, f"run.{run_status}", "Run", run["id"], {"status": "running"}, {"status": run_status}, trace, ts
-        ),
+        audit_row(actor, f"run.{run_status}", "Run", run["id"], {"status": "running"}, {"status": run_status}, trace),
         audit_row(
             POLICY,
             "evidence.created",
@@ -115,15 +112,12 @@ async def settle_completion(
             None,
             {"run_id": run["id"], "verdict": evidence.verdict, "review_state": review_state},
             trace,
-            ts,
         ),
     ]
     if task["issue_id"] is not None:
         await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
         audit.append(
-            audit_row(
-                actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace, ts
-            )
+            audit_row(actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace)
         )
     review_id = None
     if auto:
@@ -141,7 +135,7 @@ async def settle_completion(
             },
         )
         audit.append(
-            audit_row(POLICY, "review.submitted", "EvidencePack", pack_id, None, {"decision": "approved"}, trace, ts)
+            audit_row(POLICY, "review.submitted", "EvidencePack", pack_id, None, {"decision": "approved"}, trace)
         )
     await queries.insert_audit(conn, audit)
 
@@ -251,7 +245,6 @@ async def submit_review(
                 None,
                 {"decision": choice.value, "reason": reason},
                 trace,
-                ts,
             )
         ]
         version = None
@@ -268,7 +261,7 @@ async def submit_review(
                 )
                 after = {"status": "failed", "reason": reason}
                 audit.append(
-                    audit_row(actor, "task.rejected", "Task", task["id"], {"status": "completed"}, after, trace, ts)
+                    audit_row(actor, "task.rejected", "Task", task["id"], {"status": "completed"}, after, trace)
                 )
             case Decision.NEEDS_CHANGES:
                 run_status, issue_status, task_status = "needs_changes", "ready", "queued"
@@ -280,7 +273,7 @@ async def submit_review(
                 )
                 after = {"status": "queued", "reason": "review asked for changes"}
                 audit.append(
-                    audit_row(actor, "task.requeued", "Task", task["id"], {"status": "completed"}, after, trace, ts)
+                    audit_row(actor, "task.requeued", "Task", task["id"], {"status": "completed"}, after, trace)
                 )
                 if task["issue_id"] is not None:
                     version = await _feedback_packet(
@@ -296,14 +289,13 @@ async def submit_review(
                 {"status": "under_review"},
                 {"status": run_status},
                 trace,
-                ts,
             )
         )
         if task["issue_id"] is not None:
             await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
             audit.append(
                 audit_row(
-                    actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace, ts
+                    actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace
                 )
             )
         await queries.insert_audit(conn, audit)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import ColumnElement
 
 from server.config import Settings
-from server.core.models import Actor
+from server.core.models import Actor, Limits
 from server.core.tracestore import TraceStore
 from server.db.engine import Database, db_now, db_now_plus
 from server.errors import invalid
@@ -47,10 +47,9 @@ def audit_row(
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
     trace_id: str | None,
-    ts: ColumnElement[datetime],
 ) -> dict[str, Any]:
+    """One audit row. Its `ts` is stamped at insert (server/db/queries.py); the id orders the log."""
     return {
-        "ts": ts,
         "actor_kind": actor.actor_kind,
         "actor_id": actor.actor_id,
         "action": action,
@@ -68,6 +67,8 @@ def encode_cursor(*parts: str | int) -> str:
 
 def decode_cursor(cursor: str, arity: int) -> list[Any]:
     """Cursors are opaque to callers; a tampered one is their mistake, reported as such."""
+    if not isinstance(cursor, str) or len(cursor) > Limits.CURSOR:
+        raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page, or omit cursor.")
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         parts = json.loads(base64.urlsafe_b64decode(padded.encode()))

@@ -29,7 +29,7 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
             task = await leases.requeue_or_fail(conn, run["task_id"], run_id)
             audit = [
                 audit_row(
-                    SYSTEM, "run.lease_expired", "Run", run_id, {"status": "running"}, {"status": "expired"}, None, ts
+                    SYSTEM, "run.lease_expired", "Run", run_id, {"status": "running"}, {"status": "expired"}, None
                 )
             ]
             report.expired += 1
@@ -38,9 +38,7 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
                 action = "task.requeued" if status == "queued" else "task.failed"
                 after = {"status": status, "attempts": task["attempts"], "reason": "lease expired"}
                 audit.append(
-                    audit_row(
-                        SYSTEM, action, "Task", run["task_id"], {"status": "running"}, after, task["trace_id"], ts
-                    )
+                    audit_row(SYSTEM, action, "Task", run["task_id"], {"status": "running"}, after, task["trace_id"])
                 )
                 if status == "queued":
                     report.requeued += 1

@@ -175,7 +175,7 @@ async def report_artifact(
         )
         after = {"run_id": run["id"], "type": kind.value, "title": title, "size_bytes": size}
         await queries.insert_audit(
-            conn, [audit_row(actor, "artifact.reported", "Artifact", artifact_id, None, after, None, ts)]
+            conn, [audit_row(actor, "artifact.reported", "Artifact", artifact_id, None, after, None)]
         )
     return results.ArtifactReported(
         artifact_id=artifact_id,
@@ -243,7 +243,7 @@ async def report_progress(
             "progress": progress,
             "lease_expires_at": run["lease_expires_at"].isoformat(),
         }
-        await queries.insert_audit(conn, [audit_row(actor, "run.progress", "Run", run["id"], None, after, None, ts)])
+        await queries.insert_audit(conn, [audit_row(actor, "run.progress", "Run", run["id"], None, after, None)])
     return results.ProgressReported(
         event_id=event_id, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
     )
@@ -407,9 +407,8 @@ async def release_task(core: Core, actor: Actor, task_id: str, reason: str) -> r
                 {"status": "running", "run_id": run["id"]},
                 {"status": "queued", "reason": reason},
                 task["trace_id"],
-                ts,
             ),
-            audit_row(actor, "run.released", "Run", run["id"], {"status": "running"}, {"status": "released"}, None, ts),
+            audit_row(actor, "run.released", "Run", run["id"], {"status": "running"}, {"status": "released"}, None),
         ]
         if task["issue_id"] is not None:
             await queries.update_issue(conn, task["issue_id"], {"status": "ready", "updated_at": ts})

@@ -10,13 +10,13 @@ holds the database's single write lock from the first statement to the commit.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import RowMapping, func, insert, select, text, update
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-from server.db import tables as t
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,36 @@ class ClaimRequest:
     repo_prefix: str | None = None
 
 
-@dataclass(frozen=True)
-class Claimed:
-    task_id: str
-    issue_id: str | None
-    trace_id: str
-    attempt: int
-    lease_expires_at: datetime
+# What a claim hands back: the task's columns, the run's attempt and lease, and the briefing
+# (latest context packet and constraint snapshot, prefixed), in one flat row.
+TASK_COLUMNS = (
+    "id",
+    "issue_id",
+    "trace_id",
+    "attempts",
+    "objective",
+    "operation",
+    "target_repo",
+    "target_ref",
+    "target_path",
+    "time_budget_seconds",
+    "constraint_snapshot_id",
+    "active_run_id",
+)
+PACKET_COLUMNS = (
+    "id",
+    "version",
+    "summary",
+    "prior_art",
+    "files_of_interest",
+    "acceptance_criteria",
+    "data",
+    "review_feedback",
+)
+SNAPSHOT_COLUMNS = ("id", "scope", "time_budget_seconds", "allow_network", "allow_secrets", "allowed_paths")
+BRIEFING_SQL = ", ".join(
+    [f"packet.{c} AS packet_{c}" for c in PACKET_COLUMNS] + [f"snapshot.{c} AS snapshot_{c}" for c in SNAPSHOT_COLUMNS]
+)
 
 
 def _like_prefix(prefix: str) -> str:
@@ -56,7 +79,7 @@ claimed AS (
     UPDATE tasks SET status = 'running', claimed_at = now(), active_run_id = :run_id
     FROM picked
     WHERE tasks.id = picked.id AND tasks.status = 'queued'
-    RETURNING tasks.id, tasks.issue_id, tasks.trace_id, tasks.attempts
+    RETURNING {task_columns}
 ),
 run AS (
     -- The run that holds the lease; the attempt number counts penalised attempts so far.
@@ -86,8 +109,13 @@ audit AS (
            '{{"status": "ready"}}'::jsonb, '{{"status": "running"}}'::jsonb, claimed.trace_id
     FROM issue, claimed
 )
-SELECT claimed.id, claimed.issue_id, claimed.trace_id, run.attempt, run.lease_expires_at
-FROM claimed, run
+-- The briefing rides back with the claim: no second round trip.
+SELECT claimed.*, run.attempt, run.lease_expires_at, {briefing_columns}
+FROM claimed CROSS JOIN run
+LEFT JOIN LATERAL (
+    SELECT * FROM context_packets p WHERE p.issue_id = claimed.issue_id ORDER BY p.version DESC LIMIT 1
+) packet ON true
+LEFT JOIN constraint_snapshots snapshot ON snapshot.id = claimed.constraint_snapshot_id
 """
 
 # Claim-next: the best queued task that no concurrent claimer has locked. SKIP LOCKED
@@ -105,7 +133,7 @@ _PG_PICK_ONE = """
     SELECT id FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE"""
 
 
-async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> Claimed | None:
+async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str, Any] | None:
     params: dict[str, object] = {
         "run_id": req.run_id,
         "actor_id": req.actor_id,
@@ -126,76 +154,135 @@ async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> Claimed | 
             filters += " AND target_repo LIKE :repo_prefix ESCAPE '\\'"
             params["repo_prefix"] = _like_prefix(req.repo_prefix)
         picked = _PG_PICK_NEXT.format(filters=filters)
-    row = (await conn.execute(text(_PG_CLAIM.format(picked=picked)), params)).mappings().first()
-    return None if row is None else _claimed(row)
+    sql = _PG_CLAIM.format(
+        picked=picked,
+        task_columns=", ".join(f"tasks.{c}" for c in TASK_COLUMNS),
+        briefing_columns=BRIEFING_SQL,
+    )
+    row = (await conn.execute(text(sql), params)).mappings().first()
+    return None if row is None else dict(row)
 
 
-async def claim_sqlite(conn: AsyncConnection, req: ClaimRequest) -> Claimed | None:
-    """Inside BEGIN IMMEDIATE: the conditional UPDATE decides, the inserts ride the same transaction."""
+async def claim_sqlite(conn: AsyncConnection, req: ClaimRequest) -> dict[str, Any] | None:
+    """Inside BEGIN IMMEDIATE: the conditional UPDATE decides, the inserts ride the same transaction.
+
+    The whole claim runs as ONE call on aiosqlite's worker thread, with the sqlite3 connection
+    SQLAlchemy has already begun the transaction on: five statements for the price of one thread
+    hop (each SQLAlchemy execute would be a hop of its own). Values are stored exactly as the
+    column types in server/db/types.py store them; tests read them back through SQLAlchemy.
+    """
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None
+    row: dict[str, Any] | None = await driver._execute(_claim_on_sqlite_thread, driver._conn, req)
+    return row
+
+
+def _sqlite_time(value: datetime) -> str:
+    # The storage format of SQLAlchemy's SQLite DateTime, which UTCDateTime stores naive UTC in.
+    return value.astimezone(UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[str, Any] | None:
     now = datetime.now(UTC)
+    stamp = _sqlite_time(now)
+    params: list[Any] = [stamp, req.run_id]
     if req.task_id is not None:
-        condition = t.tasks.c.id == req.task_id
+        target = "id = ?"
+        params.append(req.task_id)
     else:
-        best = select(t.tasks.c.id).where(t.tasks.c.status == "queued")
+        filters = ""
         if req.operation is not None:
-            best = best.where(t.tasks.c.operation == req.operation)
+            filters += " AND operation = ?"
+            params.append(req.operation)
         if req.repo_prefix is not None:
             # Not LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not. substr() compares exactly.
-            best = best.where(func.substr(t.tasks.c.target_repo, 1, len(req.repo_prefix)) == req.repo_prefix)
-        best = best.order_by(t.tasks.c.priority, t.tasks.c.queued_at, t.tasks.c.id).limit(1)
-        condition = t.tasks.c.id == best.scalar_subquery()
-    claimed = (
-        (
-            await conn.execute(
-                update(t.tasks)
-                .where(condition, t.tasks.c.status == "queued")
-                .values(status="running", claimed_at=now, active_run_id=req.run_id)
-                .returning(t.tasks.c.id, t.tasks.c.issue_id, t.tasks.c.trace_id, t.tasks.c.attempts)
-            )
+            filters += " AND substr(target_repo, 1, ?) = ?"
+            params += [len(req.repo_prefix), req.repo_prefix]
+        target = (
+            f"id = (SELECT id FROM tasks WHERE status = 'queued'{filters} ORDER BY priority, queued_at, id LIMIT 1)"
         )
-        .mappings()
-        .first()
+    cursor = db.execute(
+        f"UPDATE tasks SET status = 'running', claimed_at = ?, active_run_id = ? "
+        f"WHERE {target} AND status = 'queued' RETURNING {', '.join(TASK_COLUMNS)}",
+        params,
     )
-    if claimed is None:
+    found = cursor.fetchone()
+    if found is None:
         return None
+    claimed = dict(zip(TASK_COLUMNS, found, strict=True))
     lease_expires_at = now + timedelta(seconds=req.lease_seconds)
-    attempt = claimed["attempts"] + 1
-    await conn.execute(
-        insert(t.runs).values(
-            id=req.run_id,
-            task_id=claimed["id"],
-            issue_id=claimed["issue_id"],
-            mode="agent",
-            executor=req.executor,
-            actor_id=req.actor_id,
-            status="running",
-            attempt=attempt,
-            lease_expires_at=lease_expires_at,
-            started_at=now,
-            artifact_root_uri=req.artifact_root_uri,
-        )
+    attempt = int(claimed["attempts"]) + 1
+    db.execute(
+        "INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, status, attempt, lease_expires_at, "
+        "started_at, artifact_root_uri) VALUES (?, ?, ?, 'agent', ?, ?, 'running', ?, ?, ?, ?)",
+        (
+            req.run_id,
+            claimed["id"],
+            claimed["issue_id"],
+            json.dumps(req.executor),
+            req.actor_id,
+            attempt,
+            _sqlite_time(lease_expires_at),
+            stamp,
+            req.artifact_root_uri,
+        ),
     )
-    audit = [
-        _audit(now, req, "task.claimed", "Task", claimed["id"], {"status": "queued"}, claimed["trace_id"]),
-    ]
+    audit = [_audit(req, "task.claimed", "Task", claimed["id"], {"status": "queued"}, claimed["trace_id"])]
     if claimed["issue_id"] is not None:
-        await conn.execute(
-            update(t.issues).where(t.issues.c.id == claimed["issue_id"]).values(status="running", updated_at=now)
-        )
-        audit.append(_audit(now, req, "issue.running", "Issue", claimed["issue_id"], None, claimed["trace_id"]))
-    await conn.execute(insert(t.audit_log).values(audit))
-    return Claimed(claimed["id"], claimed["issue_id"], claimed["trace_id"], attempt, lease_expires_at)
+        db.execute("UPDATE issues SET status = 'running', updated_at = ? WHERE id = ?", (stamp, claimed["issue_id"]))
+        audit.append(_audit(req, "issue.running", "Issue", claimed["issue_id"], None, claimed["trace_id"]))
+    db.executemany(
+        "INSERT INTO audit_log (ts, actor_kind, actor_id, action, entity_kind, entity_id, before, after, trace_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                stamp,
+                a["actor_kind"],
+                a["actor_id"],
+                a["action"],
+                a["entity_kind"],
+                a["entity_id"],
+                json.dumps(a["before"]) if a["before"] is not None else None,
+                json.dumps(a["after"]),
+                a["trace_id"],
+            )
+            for a in audit
+        ],
+    )
+    briefing = db.execute(
+        f"SELECT {BRIEFING_SQL} FROM (SELECT 1) AS one "
+        "LEFT JOIN (SELECT * FROM context_packets WHERE issue_id = ? ORDER BY version DESC LIMIT 1) AS packet "
+        "ON 1 = 1 LEFT JOIN constraint_snapshots AS snapshot ON snapshot.id = ?",
+        (claimed["issue_id"], claimed["constraint_snapshot_id"]),
+    )
+    names = [d[0] for d in briefing.description]
+    row = dict(zip(names, briefing.fetchone(), strict=True))
+    for name in _JSON_COLUMNS:
+        row[name] = json.loads(row[name]) if row[name] is not None else None
+    for name in ("snapshot_allow_network", "snapshot_allow_secrets"):
+        row[name] = bool(row[name]) if row[name] is not None else None
+    return claimed | row | {"attempt": attempt, "lease_expires_at": lease_expires_at}
+
+
+_JSON_COLUMNS = (
+    "packet_prior_art",
+    "packet_files_of_interest",
+    "packet_acceptance_criteria",
+    "packet_data",
+    "packet_review_feedback",
+    "snapshot_allowed_paths",
+)
 
 
 def _audit(
-    now: datetime, req: ClaimRequest, action: str, kind: str, entity_id: str, before: object, trace_id: str
+    req: ClaimRequest, action: str, kind: str, entity_id: str, before: object, trace_id: str
 ) -> dict[str, object]:
     if kind == "Task":
         after: dict[str, str] = {"status": "running", "run_id": req.run_id}
     else:
         before, after = {"status": "ready"}, {"status": "running"}
     return {
-        "ts": now,
         "actor_kind": req.actor_kind,
         "actor_id": req.actor_id,
         "action": action,
@@ -205,8 +292,3 @@ def _audit(
         "after": after,
         "trace_id": trace_id,
     }
-
-
-def _claimed(row: RowMapping) -> Claimed:
-    expires: datetime = row["lease_expires_at"]
-    return Claimed(str(row["id"]), row["issue_id"], str(row["trace_id"]), int(row["attempt"]), expires.astimezone(UTC))

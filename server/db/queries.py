@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, RowMapping, and_, func, insert, or_, select, update
@@ -15,10 +15,15 @@ from server.db import tables as t
 Values = Mapping[str, Any]
 
 
+_INSERT_AUDIT = insert(t.audit_log)
+
+
 async def insert_audit(conn: AsyncConnection, rows: Sequence[Values]) -> None:
+    """One prebuilt statement for every audit write (compiled once, cached). The id orders the log;
+    `ts` is informational, so it is the server's clock, taken once for the whole change."""
     if rows:
-        # One multi-row VALUES: rows may carry SQL expressions (the database clock), which executemany cannot.
-        await conn.execute(insert(t.audit_log).values(list(rows)))
+        now = datetime.now(UTC)
+        await conn.execute(_INSERT_AUDIT, [{**row, "ts": now} for row in rows])
 
 
 # --- tasks -------------------------------------------------------------------------------
