@@ -47,6 +47,10 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
                 if task["issue_id"] is not None:
                     issue_status = "ready" if status == "queued" else "failed"
                     await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
+                    issue_after = {"status": issue_status}
+                    audit.append(
+                        audit_row(SYSTEM, f"issue.{issue_status}", "Issue", task["issue_id"], None, issue_after, None)
+                    )
             await queries.insert_audit(conn, audit)
     return report
 

@@ -412,5 +412,7 @@ async def release_task(core: Core, actor: Actor, task_id: str, reason: str) -> r
         ]
         if task["issue_id"] is not None:
             await queries.update_issue(conn, task["issue_id"], {"status": "ready", "updated_at": ts})
+            after = {"status": "ready"}
+            audit.append(audit_row(actor, "issue.ready", "Issue", task["issue_id"], {"status": "running"}, after, None))
         await queries.insert_audit(conn, audit)
     return results.Released(task_id=task_id, run_id=run["id"], task_status="queued")
