@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test lint typecheck unit bench clean conformance
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,3 +33,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .jct .pytest_cache .mypy_cache .ruff_cache
+
+# The official MCP conformance suite's applicable server scenarios against a fresh `jct serve`
+# (installs Node 22 and the suite into .cache/node22 with npm on first use). Not part of `make test`.
+conformance: $(STAMP)
+	VENV_BIN=$(abspath $(BIN)) scripts/conformance.sh
