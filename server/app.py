@@ -19,15 +19,17 @@ from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy import inspect, text
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from server.auth import FrontDoor, metadata_routes
 from server.background import run_background
 from server.config import Settings
 from server.core.service import Core
 from server.db.migrate import head_revision, upgrade
-from server.identity import FixedIdentity
+from server.identity import FixedIdentity, Identity, TokenIdentity
 from server.mcp import build_mcp
 
 log = logging.getLogger("jct.app")
@@ -66,7 +68,9 @@ class Readiness:
 def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] | None = None) -> Starlette:
     """The JCT server. `extend` may register more tools on the MCP server before it is mounted (benchmarks)."""
     core = Core.build(settings)  # creating the engine does not connect; the lifespan does
-    mcp = build_mcp(core, FixedIdentity("local"))
+    tokens_on = settings.auth == "token"
+    identity: Identity = TokenIdentity() if tokens_on else FixedIdentity("local")
+    mcp = build_mcp(core, identity)
     if extend is not None:
         extend(mcp)
     security = transport_security(settings)
@@ -116,8 +120,11 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         Route("/readyz", readyz, methods=["GET"]),
         *streamable.routes,
         *sse.routes,
+        *(metadata_routes() if tokens_on else []),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
+    middleware = [Middleware(FrontDoor, core=core, rate_limit_per_minute=settings.rate_limit_per_minute)]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware if tokens_on else [])
 
 
 async def _revision(core: Core) -> str | None:

@@ -22,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from server.config import Settings
-from server.core import observe, queue, review, views
+from server.core import observe, queue, review, tokens, views
 from server.core.models import Actor, parse_id
 from server.core.service import Core
 from server.db import queries
@@ -38,6 +38,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database administration.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+token_app = typer.Typer(help="Bearer tokens for a shared server (JCT_AUTH=token).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
 # Piped output is read by scripts and logs, not an 80-column terminal: give tables room unless told otherwise.
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120)
 log = logging.getLogger("jct")
@@ -187,9 +189,6 @@ def _serve_http(settings: Settings) -> None:
 
     from server.app import create_app
 
-    if settings.auth == "token":
-        # Until bearer tokens are verified by create_app, serving with JCT_AUTH=token would be open to all.
-        raise StartupError("JCT_AUTH=token is not served by this build yet; use JCT_AUTH=none on a loopback address")
     if settings.auth == "none" and not _is_loopback(settings.host):
         raise StartupError(
             f"JCT_AUTH=none serves anyone who can reach {settings.host}; bind a loopback address "
@@ -221,6 +220,8 @@ async def _check_database(settings: Settings) -> None:
     core = open_core(settings)
     try:
         await prepare_database(core.db, settings.database_url)
+        if settings.auth == "token" and not any(t.revoked_at is None for t in await tokens.list_tokens(core)):
+            log.warning("JCT_AUTH=token and no live token exists: create one with `jct token create NAME --role ...`")
     finally:
         await core.db.dispose()
 
@@ -265,6 +266,49 @@ def config() -> None:
     for name, value in load_settings().effective().items():
         table.add_row(name, value)
     console.print(table)
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+
+@token_app.command("create")
+def token_create(
+    name: str = typer.Argument(..., help="Who holds it: a person or an agent, e.g. alice or ci-agent-1."),
+    role: list[str] = typer.Option(..., "--role", help="worker, reviewer or admin (repeatable)."),
+) -> None:
+    """Create a bearer token; its secret is printed once and never stored."""
+    secret, info = run_core(lambda core, _actor: tokens.create_token(core, name, role))
+    settings = load_settings()
+    host = "HOST" if not _is_loopback(settings.host) else settings.host
+    url = f"http://{host}:{settings.port}/mcp"
+    # Plain echo, not rich: the lines must survive copy and paste unwrapped.
+    typer.echo(f"created token {info.name!r} with role(s) {', '.join(info.roles)}. Its secret, shown only now:")
+    typer.echo("")
+    typer.echo(f"    {secret}")
+    typer.echo("")
+    typer.echo("Clients send it on every request as the header 'Authorization: Bearer <secret>', e.g.")
+    typer.echo(f'    claude mcp add --transport http jct {url} --header "Authorization: Bearer {secret}"')
+    typer.echo(f"Revoke it with: jct token revoke {info.name}")
+
+
+@token_app.command("list")
+def token_list() -> None:
+    """List tokens: name, roles, when created, when revoked (secrets are never shown again)."""
+    infos = run_core(lambda core, _actor: tokens.list_tokens(core))
+    table = Table(title=f"{len(infos)} token(s)", box=box.SIMPLE_HEAD)
+    for column in ("name", "roles", "created", "revoked"):
+        table.add_column(column, no_wrap=column != "name", overflow="fold")
+    for info in infos:
+        table.add_row(info.name, ",".join(info.roles), _when(info.created_at), _when(info.revoked_at) or "-")
+    console.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(name: str = typer.Argument(..., help="The token's name, from `jct token list`.")) -> None:
+    """Revoke a token: every request that carries it is refused (401) from now on."""
+    if not run_core(lambda core, _actor: tokens.revoke_token(core, name)):
+        fail(f"no live token named {name!r}; see `jct token list`")
+    console.print(f"revoked token {name!r}")
 
 
 # --- the queue by hand ------------------------------------------------------------------

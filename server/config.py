@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     max_artifact_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
     toolsets: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(TOOLSETS))
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # With JCT_AUTH=token: HTTP requests per minute per principal (a token bucket; 429 beyond it).
+    rate_limit_per_minute: int = Field(default=600, ge=1, le=1_000_000)
+    # Tasks one principal may hold claimed at once.
+    max_claims_per_agent: int = Field(default=5, ge=1, le=10_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     _csv = field_validator(

@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import version
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, InputRequiredResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp_types import (
+    CallToolResult,
+    InputRequiredResult,
+    ListToolsResult,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 
 from server.core.service import Core
+from server.errors import ErrorCode, JctError
 from server.identity import Identity
 from server.notify.hub import NotificationHub
 from server.prompts import register_prompts
 from server.resources import register_resources
 from server.tools import register_tools
-from server.tools.errors import translate
+from server.tools.errors import error_result, translate
+
+log = logging.getLogger("jct.mcp")
 
 INSTRUCTIONS = """\
 JCT is a shared work queue for coding agents. To work: jct_claim_next (or jct_list_tasks + \
@@ -31,16 +42,21 @@ Errors are JSON with a code and a suggestion: follow the suggestion."""
 
 
 class JctServer(MCPServer[Any]):
-    """MCPServer whose tool failures all leave through one translation (server/tools/errors.py),
-    and whose resource changes reach subscribers of both protocol eras through `hub`."""
+    """MCPServer whose tool failures all leave through one translation (server/tools/errors.py), whose
+    tools are checked against the caller's roles in one place (`call_tool`), and whose resource changes
+    reach subscribers of both protocol eras through `hub`."""
 
-    def __init__(self, hub: NotificationHub, **kwargs: Any) -> None:
+    def __init__(self, hub: NotificationHub, identity: Identity, **kwargs: Any) -> None:
         super().__init__(subscriptions=hub.bus, **kwargs)
         self.hub = hub
+        self.identity = identity
+        # tool -> toolset, filled by build_mcp; a tool registered later (`extend`) counts as admin.
+        self.toolset_of: dict[str, str] = {}
         low = self._lowlevel_server
         low.add_request_handler("resources/subscribe", SubscribeRequestParams, hub.subscribe)
         low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
         low.middleware.append(hub.observe)
+        low.middleware.append(self._only_usable_tools)
         # The SDK advertises listChanged only when told to; the handshake-era transports ask
         # the low-level server for its options with no arguments, so answer for them.
         plain = low.create_initialization_options
@@ -52,9 +68,26 @@ class JctServer(MCPServer[Any]):
 
         low.create_initialization_options = with_list_changed  # type: ignore[method-assign]
 
+    def toolset(self, tool: str) -> str:
+        return self.toolset_of.get(tool, "admin")
+
+    def may_call(self, tool: str) -> bool:
+        """Whether the caller of the current request may call `tool` (always, without tokens)."""
+        return self.identity.may_use(tool, self.toolset(tool))
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        if self._tool_manager.get_tool(name) is not None and not self.may_call(name):
+            log.info("tool %s refused: PERMISSION_DENIED", name)
+            return error_result(
+                JctError(
+                    ErrorCode.PERMISSION_DENIED,
+                    f"Your token's roles do not allow {name} (one of the {self.toolset(name)} tools).",
+                    "Use the tools tools/list shows you, or ask the JCT operator for a token with the role "
+                    "you need (jct token create NAME --role worker|reviewer|admin).",
+                )
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except MCPError:
@@ -62,16 +95,29 @@ class JctServer(MCPServer[Any]):
         except ToolError as exc:
             return translate(name, exc)
 
+    async def _only_usable_tools(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: tools/list shows each caller only the tools its roles allow."""
+        result = await call_next(ctx)
+        if ctx.method != "tools/list":
+            return result
+        if isinstance(result, ListToolsResult):
+            return result.model_copy(update={"tools": [t for t in result.tools if self.may_call(t.name)]})
+        if isinstance(result, dict) and isinstance(result.get("tools"), list):  # the wire form
+            usable = [t for t in result["tools"] if not isinstance(t, dict) or self.may_call(str(t.get("name")))]
+            return {**result, "tools": usable}
+        return result
+
 
 def build_mcp(core: Core, identity: Identity, hub: NotificationHub | None = None) -> JctServer:
     server = JctServer(
         hub if hub is not None else NotificationHub(),
+        identity,
         name="jct",
         title="JCT work queue",
         version=version("jct"),
         instructions=INSTRUCTIONS,
     )
-    register_tools(server, core, identity, core.settings.toolsets)
+    server.toolset_of = register_tools(server, core, identity, core.settings.toolsets)
     register_resources(server, core)
     register_prompts(server, core)
     return server

@@ -129,14 +129,18 @@ class Limits:
     NAME = 128
     OUTPUTS = 64_000
     LIST = 100
+    CURSOR = 512
+    EVIDENCE = 50
 
 
 # Control characters other than tab, newline and carriage return.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def check_text(value: str, field: str, limit: int, *, required: bool = True, single_line: bool = False) -> str:
+def check_text(value: object, field: str, limit: int, *, required: bool = True, single_line: bool = False) -> str:
     """Reject control characters and oversized text with a message that names the field and the limit."""
+    if not isinstance(value, str):
+        raise invalid(f"{field} must be a string, not {_type_name(value)}.", f"Send {field} as text.")
     if required and not value.strip():
         raise invalid(f"{field} must not be empty.", f"Give a non-empty {field}.")
     if len(value) > limit:
@@ -146,8 +150,12 @@ def check_text(value: str, field: str, limit: int, *, required: bool = True, sin
     return value
 
 
-def parse_id(value: str, field: str) -> str:
+def parse_id(value: object, field: str) -> str:
     """Ids are canonical UUID strings; anything else is a caller mistake, not a lookup miss."""
+    if not isinstance(value, str):
+        raise invalid(
+            f"{field} must be a UUID string, not {_type_name(value)}.", f"Pass the {field} exactly as JCT returned it."
+        )
     try:
         canonical = str(uuid.UUID(value))
     except (ValueError, AttributeError, TypeError):
@@ -157,12 +165,18 @@ def parse_id(value: str, field: str) -> str:
     return canonical
 
 
-def parse_enum(enum: type[E], value: str, field: str) -> E:
+def parse_enum(enum: type[E], value: object, field: str) -> E:
+    choices = ", ".join(member.value for member in enum)
+    if not isinstance(value, str):
+        raise invalid(f"{field} must be one of: {choices}, not {_type_name(value)}.", f"Use one of: {choices}.")
     try:
         return enum(value)
     except ValueError:
-        choices = ", ".join(member.value for member in enum)
         raise invalid(f"{field} {value[:64]!r} is not one of: {choices}.", f"Use one of: {choices}.") from None
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def new_id() -> str:

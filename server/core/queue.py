@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
 from server.core import views
@@ -301,7 +302,24 @@ async def _claim(
     )
     claim = claims.claim_sqlite if core.db.is_sqlite else claims.claim_postgres
     async with core.db.write() as conn:
+        if core.settings.auth == "token":
+            await _check_claim_cap(core, conn, actor)
         return await claim(conn, request)
+
+
+async def _check_claim_cap(core: Core, conn: AsyncConnection, actor: Actor) -> None:
+    """With tokens on, one principal holds at most JCT_MAX_CLAIMS_PER_AGENT claims at once.
+    (With JCT_AUTH=none every local session shares one principal, so there is no cap.)"""
+    if not core.db.is_sqlite:
+        await queries.lock_principal(conn, actor.actor_id)
+    held = await queries.count_running_claims(conn, actor.actor_id)
+    cap = core.settings.max_claims_per_agent
+    if held >= cap:
+        raise JctError(
+            ErrorCode.PERMISSION_DENIED,
+            f"You already hold {held} claims; the limit per agent is {cap} (JCT_MAX_CLAIMS_PER_AGENT).",
+            "Complete or release one of your claimed tasks (jct_complete_task / jct_release_task), then claim again.",
+        )
 
 
 def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:

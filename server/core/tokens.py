@@ -37,7 +37,7 @@ WORKER_EXTRA_TOOLS = frozenset({"jct_enqueue_task"})
 @dataclass(frozen=True)
 class TokenInfo:
     name: str
-    roles: tuple[Role, ...]
+    roles: tuple[str, ...]
     created_at: datetime
     revoked_at: datetime | None
 
@@ -98,7 +98,7 @@ async def list_tokens(core: Core) -> list[TokenInfo]:
     async with core.db.read() as conn:
         rows = await q.all_tokens(conn)
     return [
-        TokenInfo(row["name"], tuple(Role(r) for r in row["roles"]), row["created_at"], row["revoked_at"])
+        TokenInfo(row["name"], tuple(str(r) for r in row["roles"]), row["created_at"], row["revoked_at"])
         for row in rows
     ]
 
@@ -115,4 +115,6 @@ async def verify(core: Core, secret: str) -> Principal | None:
         row = await q.live_token_by_hash(conn, hash_secret(secret))
     if row is None:
         return None
-    return Principal(name=row["name"], roles=frozenset(Role(r) for r in row["roles"]))
+    # A role this build does not know (written by a newer one) grants nothing.
+    known = {role.value for role in Role}
+    return Principal(name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known))

@@ -224,6 +224,17 @@ async def renew_lease(
     return row
 
 
+async def count_running_claims(conn: AsyncConnection, actor_id: str) -> int:
+    query = select(func.count()).select_from(t.runs).where(t.runs.c.actor_id == actor_id, t.runs.c.status == "running")
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def lock_principal(conn: AsyncConnection, actor_id: str) -> None:
+    """PostgreSQL: serialise one principal's claims until commit, so its claim cap holds exactly.
+    (SQLite's BEGIN IMMEDIATE already serialises every write.)"""
+    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(actor_id))))
+
+
 async def update_run(conn: AsyncConnection, run_id: str, values: Values, *, status_in: Sequence[str]) -> bool:
     stmt = update(t.runs).where(t.runs.c.id == run_id, t.runs.c.status.in_(status_in)).values(values)
     return (await conn.execute(stmt)).rowcount == 1

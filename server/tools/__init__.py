@@ -20,13 +20,20 @@ TOOLSETS: dict[str, Register] = {
 }
 
 
-def register_tools(server: MCPServer[Any], core: Core, identity: Identity, toolsets: Sequence[str]) -> None:
+def register_tools(server: MCPServer[Any], core: Core, identity: Identity, toolsets: Sequence[str]) -> dict[str, str]:
+    """Register the selected toolsets; returns each registered tool's toolset (what roles are checked against)."""
+    toolset_of: dict[str, str] = {}
     for name in toolsets:
+        before = {tool.name for tool in server._tool_manager.list_tools()}
         TOOLSETS[name](server, core, identity)
+        for tool in server._tool_manager.list_tools():
+            if tool.name not in before:
+                toolset_of[tool.name] = name
     # Every character of tools/list lands in each agent's context window: drop the
     # auto-generated "title" keys, which only repeat the property names.
     for tool in server._tool_manager.list_tools():
         _strip_titles(tool.parameters)
+    return toolset_of
 
 
 def _strip_titles(schema: Any) -> None:

@@ -9,7 +9,9 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.core import queue, results, work
+from server.core.models import Limits, check_text, parse_id
 from server.core.service import Core
+from server.errors import invalid
 from server.identity import Identity
 from server.tools.annotations import READ, RETRY_SAFE, WRITE
 
@@ -23,6 +25,20 @@ class CriterionReport(BaseModel):
     status: Literal["satisfied", "unsatisfied"]
     evidence: list[str] = Field(default_factory=list, description="Ids of this run's artifacts that show it.")
     note: str | None = None
+
+    def checked(self, where: str) -> dict[str, Any]:
+        """The report as core takes it, after the limits every text a client sends has (README, Input limits)."""
+        if isinstance(self.criterion, str):
+            check_text(self.criterion, f"{where}.criterion", Limits.CRITERION)
+        if len(self.evidence) > Limits.EVIDENCE:
+            raise invalid(
+                f"{where}.evidence cites {len(self.evidence)} artifacts; the limit is {Limits.EVIDENCE}.",
+                "Cite the artifacts that show the criterion is met.",
+            )
+        evidence = [parse_id(e, f"{where}.evidence[{i}]") for i, e in enumerate(self.evidence)]
+        if self.note is not None:
+            check_text(self.note, f"{where}.note", Limits.MESSAGE, required=False)
+        return {**self.model_dump(), "evidence": evidence}
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -162,7 +178,11 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             summary=summary,
             outputs=outputs,
             error_message=error_message,
-            criteria_results=[c.model_dump() for c in criteria_results] if criteria_results is not None else None,
+            criteria_results=(
+                [c.checked(f"criteria_results[{n}]") for n, c in enumerate(criteria_results)]
+                if criteria_results is not None
+                else None
+            ),
             telemetry=telemetry,
         )
 

@@ -261,3 +261,19 @@ async def test_claiming_by_a_non_uuid_id_is_invalid_argument(core: Core, bad_id:
         await queue.claim_task(core, ALICE, bad_id)
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
     assert await count(core, "runs") == 0
+
+
+async def test_with_tokens_on_an_agent_holds_at_most_its_claim_cap(make_settings: Callable[..., Settings]) -> None:
+    capped = Core.build(make_settings(auth="token", max_claims_per_agent=2))
+    try:
+        for _ in range(3):
+            await enqueue(capped)
+        await queue.claim_next(capped, ALICE)
+        await queue.claim_next(capped, ALICE)
+        with pytest.raises(JctError) as err:
+            await queue.claim_next(capped, ALICE)
+        assert err.value.code is ErrorCode.PERMISSION_DENIED
+        # Another principal is not held back by Alice's claims.
+        assert (await queue.claim_next(capped, BOB)).claimed is True
+    finally:
+        await capped.db.dispose()

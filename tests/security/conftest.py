@@ -1,0 +1,84 @@
+"""A real `jct serve` with JCT_AUTH=token, tokens for it, and MCP clients that present them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from server.config import Settings
+from server.core import tokens
+from server.core.service import Core
+from tests.transports.conftest import http_server, server_env, subprocess_env
+
+HTTP_KINDS = ["http-legacy", "http-modern", "sse"]
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@asynccontextmanager
+async def connect(kind: str, base_url: str, secret: str) -> AsyncIterator[Client]:
+    """A connected SDK client of `kind` that sends `Authorization: Bearer <secret>` on every request."""
+    async with AsyncExitStack() as stack:
+        if kind == "sse":
+            client = Client(sse_client(f"{base_url}/sse", headers=bearer(secret)), mode="legacy")
+        else:
+            http = await stack.enter_async_context(create_mcp_http_client(headers=bearer(secret)))
+            transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+            client = Client(transport, mode="legacy" if kind == "http-legacy" else "auto")
+        async with client:
+            yield client
+
+
+@dataclass
+class TokenServer:
+    """A running `jct serve` (JCT_AUTH=token) and a Core on its database, to mint and revoke tokens."""
+
+    kind: str
+    base_url: str
+    core: Core
+
+    async def token(self, name: str, *roles: str) -> str:
+        secret, _ = await tokens.create_token(self.core, name, list(roles))
+        return secret
+
+    async def revoke(self, name: str) -> None:
+        assert await tokens.revoke_token(self.core, name)
+
+    def client(self, secret: str) -> Any:
+        return connect(self.kind, self.base_url, secret)
+
+
+@pytest.fixture(params=HTTP_KINDS)
+async def token_server(
+    request: pytest.FixtureRequest, database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+) -> AsyncIterator[TokenServer]:
+    """`jct serve` with JCT_AUTH=token (manual review, so completed work waits for a reviewer)."""
+    env = server_env(database_url, tmp_path, auth="token", review_auto_approve=False)
+    core = Core.build(make_settings())
+    try:
+        async with http_server(env, tmp_path) as base_url:
+            yield TokenServer(str(request.param), base_url, core)
+    finally:
+        await core.db.dispose()
+
+
+async def jct(tmp_path: Path, *args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """Run `python -m server ARGS`; (returncode, stdout, stderr)."""
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "server", *args], env=subprocess_env(env), cwd=tmp_path, check=False
+        )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()

@@ -1,0 +1,186 @@
+"""Principals and roles through a real `jct serve` with JCT_AUTH=token, over streamable HTTP (both eras) and SSE."""
+
+from __future__ import annotations
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from tests.security.conftest import TokenServer, bearer
+from tests.transports.conftest import call, call_error
+
+pytestmark = pytest.mark.anyio
+
+LIMIT = 90.0
+PATCH = """diff --git a/src/app.py b/src/app.py
+--- a/src/app.py
++++ b/src/app.py
+@@ -1 +1 @@
+-old
++new
+"""
+WORKER_TOOLS = {
+    "jct_list_tasks",
+    "jct_claim_task",
+    "jct_claim_next",
+    "jct_get_context",
+    "jct_report_artifact",
+    "jct_report_progress",
+    "jct_complete_task",
+    "jct_release_task",
+}
+OBSERVE_TOOLS = {
+    "jct_get_task",
+    "jct_get_run",
+    "jct_get_evidence",
+    "jct_get_artifact",
+    "jct_get_audit_trail",
+    "jct_queue_stats",
+}
+REVIEW_TOOLS = {"jct_list_pending_reviews", "jct_submit_review"}
+ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task"}
+
+
+async def enqueue(client: Client, objective: str = "Add input validation") -> str:
+    result = await call(
+        client,
+        "jct_enqueue_task",
+        objective=objective,
+        operation="code_change",
+        target_repo="myorg/api",
+        acceptance_criteria=["Email is validated"],
+    )
+    return str(result["task_id"])
+
+
+async def tool_names(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+async def test_one_principal_cannot_touch_another_principals_claim(token_server: TokenServer) -> None:
+    """B cannot report on, complete or release A's claim; a worker cannot cancel, an admin can; every audit
+    row names the principal that made the change."""
+    with anyio.fail_after(LIMIT):
+        alice = await token_server.token("alice", "worker")
+        bob = await token_server.token("bob", "worker")
+        root = await token_server.token("root", "admin")
+        async with (
+            token_server.client(alice) as a,
+            token_server.client(bob) as b,
+            token_server.client(root) as admin,
+        ):
+            assert await tool_names(a) == WORKER_TOOLS | OBSERVE_TOOLS | {"jct_enqueue_task"}
+            assert await tool_names(admin) == WORKER_TOOLS | OBSERVE_TOOLS | REVIEW_TOOLS | ADMIN_TOOLS
+
+            task_id = await enqueue(a)
+            issue_id = (await call(a, "jct_get_task", task_id=task_id))["task"]["cwom_issue_id"]
+            claim = await call(a, "jct_claim_task", task_id=task_id)
+            artifact = await call(
+                a, "jct_report_artifact", task_id=task_id, title="Patch", artifact_type="code_patch", content=PATCH
+            )
+            await call(a, "jct_report_progress", task_id=task_id, message="half way", progress=50)
+
+            refused = [
+                await call_error(
+                    b, "jct_report_artifact", task_id=task_id, title="Mine", artifact_type="log", content="x"
+                ),
+                await call_error(b, "jct_report_progress", task_id=task_id, message="hijack"),
+                await call_error(b, "jct_complete_task", task_id=task_id, success=True, summary="stolen"),
+                await call_error(b, "jct_release_task", task_id=task_id, reason="mine now"),
+            ]
+            assert [r["error"]["code"] for r in refused] == ["NOT_CLAIMANT"] * 4
+            still = await call(b, "jct_get_task", task_id=task_id)
+            assert still["task"]["status"] == "running"
+            assert still["task"]["active_run_id"] == claim["run_id"]
+
+            denied = await call_error(b, "jct_cancel_task", task_id=task_id, reason="not mine to cancel")
+            assert denied["error"]["code"] == "PERMISSION_DENIED"
+            assert "jct_cancel_task" in denied["error"]["message"]
+            cancelled = await call(admin, "jct_cancel_task", task_id=task_id, reason="superseded")
+            assert cancelled["success"] is True
+            assert (await call(a, "jct_get_task", task_id=task_id))["task"]["status"] == "cancelled"
+
+            actors: dict[str, set[str]] = {}
+            entities = (
+                ("Task", task_id),
+                ("Issue", issue_id),
+                ("Run", claim["run_id"]),
+                ("Artifact", artifact["artifact_id"]),
+            )
+            for kind, entity in entities:
+                trail = await call(admin, "jct_get_audit_trail", entity_kind=kind, entity_id=entity)
+                for entry in trail["entries"]:
+                    actors.setdefault(entry["action"], set()).add(entry["actor_id"])
+    assert actors["task.enqueued"] == {"alice"}
+    assert actors["task.claimed"] == {"alice"}
+    assert actors["artifact.reported"] == {"alice"}
+    assert actors["run.progress"] == {"alice"}
+    assert actors["task.cancelled"] == {"root"}
+    assert set().union(*actors.values()) == {"alice", "root"}  # every row: no bob, no "local"
+
+
+async def test_a_reviewer_may_not_review_its_own_run_but_an_admin_may(token_server: TokenServer) -> None:
+    with anyio.fail_after(LIMIT):
+        carol = await token_server.token("carol", "worker", "reviewer")
+        dave = await token_server.token("dave", "reviewer")
+        root = await token_server.token("root", "admin")
+        async with (
+            token_server.client(carol) as c,
+            token_server.client(dave) as d,
+            token_server.client(root) as admin,
+        ):
+            assert await tool_names(d) == OBSERVE_TOOLS | REVIEW_TOOLS
+            denied = await call_error(d, "jct_claim_next")
+            assert denied["error"]["code"] == "PERMISSION_DENIED"
+
+            packs = []
+            for objective in ("First change", "Second change"):
+                task_id = await enqueue(c, objective)
+                await call(c, "jct_claim_task", task_id=task_id)
+                await call(
+                    c, "jct_report_artifact", task_id=task_id, title="Patch", artifact_type="code_patch", content=PATCH
+                )
+                done = await call(c, "jct_complete_task", task_id=task_id, success=True, summary="Done.")
+                assert done["review"]["status"] == "awaiting_manual_review"
+                packs.append(done["evidence_pack"]["id"])
+
+            own = await call_error(
+                c, "jct_submit_review", evidence_pack_id=packs[0], decision="approved", reason="looks good to me"
+            )
+            assert own["error"]["code"] == "REVIEW_NOT_ALLOWED"
+            by_other = await call(d, "jct_submit_review", evidence_pack_id=packs[0], decision="approved", reason="ok")
+            assert by_other["decision"] == "approved"
+            by_admin = await call(
+                admin, "jct_submit_review", evidence_pack_id=packs[1], decision="rejected", reason="wrong approach"
+            )
+            assert by_admin["decision"] == "rejected"
+
+            trail = await call(d, "jct_get_audit_trail", entity_kind="EvidencePack", entity_id=packs[0])
+            reviews = [e for e in trail["entries"] if e["action"] == "review.submitted"]
+            assert [e["actor_id"] for e in reviews] == ["dave"]
+
+
+async def test_a_revoked_token_is_refused_with_401(token_server: TokenServer) -> None:
+    with anyio.fail_after(LIMIT):
+        erin = await token_server.token("erin", "worker")
+        async with token_server.client(erin) as client:
+            await call(client, "jct_queue_stats")
+            await token_server.revoke("erin")
+            if token_server.kind != "sse":  # the SDK's SSE client only logs a refused POST; checked below instead
+                with pytest.raises(Exception):  # noqa: B017, PT011 - the client surfaces the 401 as an error
+                    await client.call_tool("jct_queue_stats", {})
+        with pytest.raises(Exception):  # noqa: B017, PT011 - nor can it connect again
+            async with token_server.client(erin) as again:
+                await again.list_tools()
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        async with httpx2.AsyncClient(timeout=10, base_url=token_server.base_url, headers=bearer(erin)) as http:
+            responses = [
+                await http.get("/sse"),
+                await http.post("/messages/?session_id=0123456789abcdef0123456789abcdef", json=ping),
+                await http.post("/mcp", json=ping, headers={"accept": "application/json, text/event-stream"}),
+            ]
+        for response in responses:
+            assert response.status_code == 401
+            assert response.json()["error"] == "invalid_token"
+            assert "resource_metadata=" in response.headers["www-authenticate"]

@@ -1,0 +1,233 @@
+"""The HTTP front door: who gets in, with which status and body, before any MCP message is handled."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from starlette.applications import Starlette
+
+from server.app import create_app, max_request_body
+from server.auth import RateLimiter
+from server.config import Settings
+from server.core import tokens
+from server.core.models import new_id
+from server.core.service import Core
+from server.db import tokens as token_rows
+from tests.security.conftest import bearer
+
+pytestmark = pytest.mark.anyio
+
+ACCEPT = {"accept": "application/json, text/event-stream"}
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+METADATA = "http://127.0.0.1/.well-known/oauth-protected-resource"
+SESSION = "0123456789abcdef0123456789abcdef"
+
+
+def asgi(app: Any, **kwargs: Any) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1", **kwargs)
+
+
+@pytest.fixture
+async def serving(make_settings: Callable[..., Settings]) -> AsyncIterator[Callable[..., Any]]:
+    """serving(**settings) -> an async context manager: (app, core) with the app's lifespan running."""
+    cores: list[Core] = []
+
+    def open_app(**overrides: Any) -> Any:
+        settings = make_settings(**overrides)
+        app = create_app(settings)
+        core = Core.build(settings)
+        cores.append(core)
+        return _running(app, core)
+
+    yield open_app
+    for core in cores:
+        await core.db.dispose()
+
+
+class _running:
+    def __init__(self, app: Starlette, core: Core) -> None:
+        self.app, self.core = app, core
+        self._lifespan = app.router.lifespan_context(app)
+
+    async def __aenter__(self) -> tuple[Starlette, Core]:
+        await self._lifespan.__aenter__()
+        return self.app, self.core
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._lifespan.__aexit__(*exc)
+
+
+def assert_challenge(response: httpx2.Response, resource: str, description: str) -> None:
+    assert response.status_code == 401, response.text
+    assert response.json() == {"error": "invalid_token", "error_description": response.json()["error_description"]}
+    assert description in response.json()["error_description"]
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert 'error="invalid_token"' in challenge
+    assert f'resource_metadata="{METADATA}{resource}"' in challenge
+
+
+async def test_no_token_is_401_with_a_challenge_that_names_the_resource_metadata(serving: Any) -> None:
+    with anyio.fail_after(30):
+        async with serving(auth="token") as (app, _core), asgi(app) as http:
+            responses = {
+                "/mcp": await http.post("/mcp", json=INITIALIZE, headers=ACCEPT),
+                "/mcp GET": await http.get("/mcp", headers=ACCEPT),
+                "/sse": await http.get("/sse"),
+                "/messages/": await http.post(f"/messages/?session_id={SESSION}", json=PING),
+            }
+            for path, response in responses.items():
+                assert_challenge(response, "/sse" if "/mcp" not in path else "/mcp", "Authentication required")
+
+            for resource in ("/mcp", "/sse", ""):
+                metadata = await http.get(f"/.well-known/oauth-protected-resource{resource}")
+                assert metadata.status_code == 200
+                assert metadata.headers["content-type"].startswith("application/json")
+                assert metadata.json() == {
+                    "resource": f"http://127.0.0.1{resource}",
+                    "bearer_methods_supported": ["header"],
+                    "scopes_supported": ["worker", "reviewer", "admin"],
+                    "resource_name": "JCT work queue",
+                }
+
+
+async def test_bad_and_revoked_tokens_are_401(serving: Any) -> None:
+    with anyio.fail_after(30):
+        async with serving(auth="token") as (app, core), asgi(app) as http:
+            secret, _ = await tokens.create_token(core, "alice", ["worker"])
+            await tokens.revoke_token(core, "alice")
+            for header in (
+                f"Bearer {secret}",  # revoked
+                f"Bearer {secret[:-1]}",  # mistyped
+                "Bearer jct_" + "A" * 300,  # too long to be one
+                "Bearer not-a-jct-token",
+                "Bearer ",
+            ):
+                response = await http.post("/mcp", json=INITIALIZE, headers=ACCEPT | {"authorization": header})
+                assert_challenge(response, "/mcp", "not valid")
+            basic = await http.post("/mcp", json=INITIALIZE, headers=ACCEPT | {"authorization": "Basic YTpi"})
+            assert_challenge(basic, "/mcp", "Authentication required")
+
+
+async def test_a_token_with_no_usable_role_is_403(serving: Any) -> None:
+    """Only a token written by a newer JCT (a role this build does not know) can lack a usable role."""
+    with anyio.fail_after(30):
+        async with serving(auth="token") as (app, core), asgi(app) as http:
+            secret = tokens.PREFIX + "future-token-with-an-unknown-role"
+            async with core.db.write() as conn:
+                row = {
+                    "id": new_id(),
+                    "name": "future",
+                    "roles": ["auditor"],
+                    "token_hash": tokens.hash_secret(secret),
+                    "created_at": datetime.now(UTC),
+                }
+                assert await token_rows.insert_token(conn, row)
+            response = await http.post("/mcp", json=INITIALIZE, headers=ACCEPT | bearer(secret))
+    assert response.status_code == 403
+    assert response.json()["error"] == "insufficient_scope"
+    assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
+
+
+async def test_health_and_readiness_stay_open_with_tokens(serving: Any) -> None:
+    with anyio.fail_after(30):
+        async with serving(auth="token") as (app, _core), asgi(app) as http:
+            assert (await http.get("/healthz")).json()["tools"] == 18
+            assert (await http.get("/readyz")).json()["status"] == "ready"
+
+
+async def test_a_valid_token_with_a_foreign_host_is_421(serving: Any) -> None:
+    with anyio.fail_after(30):
+        async with serving(auth="token") as (app, core), asgi(app) as http:
+            secret, _ = await tokens.create_token(core, "alice", ["worker"])
+            evil = ACCEPT | bearer(secret) | {"host": "evil.example"}
+            foreign = await http.post("/mcp", json=INITIALIZE, headers=evil)
+            local = await http.post("/mcp", json=INITIALIZE, headers=ACCEPT | bearer(secret))
+    assert foreign.status_code == 421
+    assert local.status_code == 200, local.text
+
+
+async def test_a_session_answers_only_the_principal_that_opened_it(serving: Any) -> None:
+    with anyio.fail_after(30):
+        async with serving(auth="token") as (app, core), asgi(app) as http:
+            alice, _ = await tokens.create_token(core, "alice", ["worker"])
+            bob, _ = await tokens.create_token(core, "bob", ["worker"])
+            opened = await http.post("/mcp", json=INITIALIZE, headers=ACCEPT | bearer(alice))
+            session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+            hijack = await http.post("/mcp", json=PING, headers=ACCEPT | session | bearer(bob))
+            own = await http.post("/mcp", json=PING, headers=ACCEPT | session | bearer(alice))
+    assert hijack.status_code == 404
+    assert own.status_code == 200, own.text
+
+
+@pytest.mark.parametrize("auth", ["none", "token"])
+async def test_an_oversized_body_is_413(serving: Any, auth: str) -> None:
+    async def chunks(total: int) -> AsyncIterator[bytes]:
+        step = 1024 * 1024
+        for start in range(0, total, step):
+            yield b" " * min(step, total - start)
+
+    with anyio.fail_after(60):
+        async with serving(auth=auth) as (app, core), asgi(app) as http:
+            headers = dict(ACCEPT)
+            if auth == "token":
+                headers |= bearer((await tokens.create_token(core, "alice", ["worker"]))[0])
+            limit = max_request_body(core.settings)
+            declared = await http.post("/mcp", content=b" " * (limit + 1), headers=headers)
+            streamed = await http.post("/mcp", content=chunks(limit + 1), headers=headers)
+            messages = await http.post(f"/messages/?session_id={SESSION}", content=b" " * (limit + 1), headers=headers)
+    for response in (declared, streamed, messages):
+        assert response.status_code == 413
+        assert response.text == "Request body too large"
+
+
+async def test_the_request_rate_is_capped_per_principal(serving: Any) -> None:
+    with anyio.fail_after(30):
+        async with serving(auth="token", rate_limit_per_minute=3) as (app, core), asgi(app) as http:
+            alice, _ = await tokens.create_token(core, "alice", ["worker"])
+            bob, _ = await tokens.create_token(core, "bob", ["worker"])
+            allowed = [await http.post("/mcp", json=PING, headers=ACCEPT | bearer(alice)) for _ in range(3)]
+            limited = await http.post("/mcp", json=PING, headers=ACCEPT | bearer(alice))
+            other = await http.post("/mcp", json=PING, headers=ACCEPT | bearer(bob))
+    assert all(response.status_code != 429 for response in allowed)
+    assert limited.status_code == 429
+    retry_after = int(limited.headers["retry-after"])
+    assert 1 <= retry_after <= 20
+    body = limited.json()
+    assert body["error"] == "rate_limited"
+    assert body["retry_after_seconds"] == retry_after
+    assert "JCT_RATE_LIMIT_PER_MINUTE" in body["error_description"]
+    assert other.status_code != 429
+
+
+async def test_there_is_no_rate_cap_without_tokens(serving: Any) -> None:
+    with anyio.fail_after(30):
+        async with serving(rate_limit_per_minute=1) as (app, _core), asgi(app) as http:
+            statuses = [(await http.post("/mcp", json=PING, headers=ACCEPT)).status_code for _ in range(5)]
+    assert 429 not in statuses
+
+
+def test_the_rate_limiter_refills_over_time() -> None:
+    now = [1000.0]
+    limiter = RateLimiter(60, clock=lambda: now[0])  # one a second, bursts of 60
+    assert all(limiter.take("a") == 0 for _ in range(60))
+    assert limiter.take("a") == pytest.approx(1.0)
+    assert limiter.take("b") == 0
+    now[0] += 0.5
+    assert limiter.take("a") == pytest.approx(0.5)
+    now[0] += 0.5
+    assert limiter.take("a") == 0
+    now[0] += 3600
+    assert all(limiter.take("a") == 0 for _ in range(60))
+    assert limiter.take("a") > 0
