@@ -103,7 +103,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         try:
             await upgrade(core.db)
             async with anyio.create_task_group() as tg, mcp.session_manager.run():
-                tg.start_soon(run_background, core, mcp.hub)
+                await tg.start(run_background, core, mcp.hub)
                 state.serving = True
                 log.info("JCT serving (database at revision %s)", head)
                 try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+from anyio.abc import TaskStatus
 
 from server.core.service import Core
 from server.core.sweeper import run_sweeper
@@ -10,10 +11,15 @@ from server.notify.feed import ChangeFeed
 from server.notify.hub import NotificationHub
 
 
-async def run_background(core: Core, hub: NotificationHub) -> None:
-    """Runs until cancelled. The feed starts at the newest audit row, so it announces changes from now on."""
+async def run_background(
+    core: Core, hub: NotificationHub, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Runs until cancelled. Reports started once the feed holds its start position (the newest
+    audit row), so a server that says it is ready announces every change made after that."""
     feed = ChangeFeed(core, hub.deliver, core.settings.notify_interval_seconds)
-    await feed.start_position()
     async with anyio.create_task_group() as tg:
+        await tg.start(hub.run)
+        await feed.start_position()
         tg.start_soon(run_sweeper, core, core.settings.sweep_interval_seconds)
         tg.start_soon(feed.run)
+        task_status.started()

@@ -235,7 +235,7 @@ async def _serve_stdio(settings: Settings) -> None:
         await prepare_database(core.db, settings.database_url)
         mcp = build_mcp(core, FixedIdentity(settings.agent_id or local_user()))
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run_background, core, mcp.hub)
+            await tg.start(run_background, core, mcp.hub)
             await mcp.run_stdio_async()
             tg.cancel_scope.cancel()
     finally:

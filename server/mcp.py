@@ -14,7 +14,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     CallToolResult,
+    GetPromptResult,
     InputRequiredResult,
     ListToolsResult,
     SubscribeRequestParams,
@@ -94,6 +96,14 @@ class JctServer(MCPServer[Any]):
             raise
         except ToolError as exc:
             return translate(name, exc)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        # An unknown prompt is the caller's mistake: INVALID_PARAMS, not a server error.
+        if self._prompt_manager.get_prompt(name) is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}. Call prompts/list for the available prompts.")
+        return await super().get_prompt(name, arguments, context)
 
     async def _only_usable_tools(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Middleware: tools/list shows each caller only the tools its roles allow."""

@@ -3,8 +3,8 @@
 Legacy sessions subscribe with `resources/subscribe`; we keep their connections weakly, so a
 client that goes away is forgotten with its connection. 2026-07-28 clients listen with
 `subscriptions/listen`, served by the SDK from the subscription bus we publish to. Every send
-runs with a deadline in its own task: a slow subscriber never holds up the others, and tool
-calls never wait for notifications at all (the feed delivers from its own task).
+runs with a deadline in its own task of the hub's sender group: a slow subscriber never holds
+up the others or the feed, and tool calls never wait for notifications at all.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
@@ -37,6 +38,7 @@ class NotificationHub:
         # connection -> URIs it subscribed to; connections that used resources/* hear list_changed.
         self._subscriptions: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
         self._seen: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._senders: TaskGroup | None = None
 
     # --- handlers registered on the MCP server -------------------------------------------
 
@@ -63,23 +65,42 @@ class NotificationHub:
     def subscriber_count(self) -> int:
         return len(self._subscriptions)
 
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the task group legacy sends run in, until cancelled: the feed hands sends over and
+        moves on, so a subscriber that stops reading delays nobody but itself."""
+        async with anyio.create_task_group() as tg:
+            self._senders = tg
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._senders = None
+
     async def deliver(self, changes: Changes) -> None:
         for uri in sorted(changes.uris):
             await self.bus.publish(ResourceUpdated(uri=uri))
         if changes.list_changed:
             await self.bus.publish(ResourcesListChanged())
+        sends: list[tuple[Connection, str, dict[str, str] | None]] = []
+        for connection, uris in list(self._subscriptions.items()):
+            sends += [
+                (connection, "notifications/resources/updated", {"uri": uri}) for uri in sorted(uris & changes.uris)
+            ]
+        if changes.list_changed:
+            sends += [(connection, "notifications/resources/list_changed", None) for connection in list(self._seen)]
+        if self._senders is not None:
+            for send in sends:
+                self._senders.start_soon(self._send, *send)
+            return
+        # No sender group (an in-process server without the background tasks): send here.
         async with anyio.create_task_group() as tg:
-            for connection, uris in list(self._subscriptions.items()):
-                for uri in sorted(uris & changes.uris):
-                    tg.start_soon(self._send, connection, "notifications/resources/updated", {"uri": uri})
-            if changes.list_changed:
-                for connection in list(self._seen):
-                    tg.start_soon(self._send, connection, "notifications/resources/list_changed", None)
+            for send in sends:
+                tg.start_soon(self._send, *send)
 
     async def _send(self, connection: Connection, method: str, params: dict[str, str] | None) -> None:
         with anyio.move_on_after(SEND_DEADLINE) as scope:
             await connection.notify(method, params)
-        if scope.cancelled_caught:
+        if scope.cancelled_caught and (connection in self._subscriptions or connection in self._seen):
             log.warning("dropping a subscriber that did not take %s within %.0fs", method, SEND_DEADLINE)
             self._subscriptions.pop(connection, None)
             self._seen.discard(connection)

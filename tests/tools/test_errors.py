@@ -139,3 +139,14 @@ async def test_a_crash_is_internal_error_with_a_logged_correlation_id(
     assert "evidence_packs" not in body["message"]
     correlation = body["message"].split("correlation id ")[1].split(")")[0]
     assert any(correlation in record.getMessage() for record in caplog.records)
+
+
+async def test_an_unknown_prompt_is_invalid_params(connect: ClientFactory) -> None:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    async with connect() as client:
+        with pytest.raises(MCPError) as err:
+            await client.get_prompt("no_such_prompt")
+        assert err.value.error.code == INVALID_PARAMS
+        assert (await ok(client, "jct_queue_stats"))["counts"]["queued"] == 0
