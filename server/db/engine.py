@@ -16,6 +16,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from server.db.types import UTCDateTime
 
+CONNECT_TIMEOUT = 10.0
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
@@ -39,6 +40,7 @@ class Database:
             options.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=120)
         else:
             options.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=120, pool_recycle=1800)
+            options["connect_args"] = {"timeout": CONNECT_TIMEOUT}
         self.engine: AsyncEngine = create_async_engine(url, **options)
         # Writers inside one process queue here instead of spinning on SQLite's busy handler;
         # other processes are still arbitrated by BEGIN IMMEDIATE and busy_timeout.
@@ -69,13 +71,15 @@ class Database:
                 yield conn
 
     def _uncancellable(self) -> AbstractContextManager[Any]:
-        """On SQLite a transaction, once begun, runs to its end even if its caller is cancelled.
+        """A transaction, once begun, runs to its end even if its caller is cancelled.
 
-        Cancelling an aiosqlite call mid-flight leaves SQLAlchemy a connection-close task that
-        never finishes, and the event loop hangs on exit. Transactions are short, so a cancelled
-        tool call (a client gone, a SIGTERM) simply finishes its transaction first.
+        Cancelling a driver call mid-flight leaves a connection half-used: with aiosqlite,
+        SQLAlchemy is left a close task that never finishes and the event loop hangs on exit;
+        with asyncpg, the connection is torn down under a live protocol. Transactions are short,
+        so a cancelled tool call (a client gone, a SIGTERM) simply finishes its transaction
+        first. Connecting is bounded (CONNECT_TIMEOUT), so a dead database cannot hold it forever.
         """
-        return anyio.CancelScope(shield=True) if self.is_sqlite else nullcontext()
+        return anyio.CancelScope(shield=True)
 
     async def dispose(self) -> None:
         await self.engine.dispose()
