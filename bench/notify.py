@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
+from common import wait_ready
 from mcp import Client
 from mcp_types import ResourceUpdatedNotification
 from sqlalchemy import text
@@ -56,7 +56,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from server.config import async_database_url
 
 DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
-READY_SECONDS = 60.0
 OPENING = 20  # sessions opening (initialize, GET stream, subscribe) at once
 NOTIFIED = 60.0  # the longest wait for every session's notification
 QUIET = 1.0  # after the warm-up notifications, before the measured completion (plus up to one poll interval)
@@ -85,19 +84,6 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def wait_ready(process: subprocess.Popen[bytes], base_url: str) -> None:
-    async with httpx2.AsyncClient(timeout=5.0) as http:
-        with anyio.fail_after(READY_SECONDS):
-            while process.poll() is None:
-                try:
-                    if (await http.get(f"{base_url}/readyz")).status_code == 200:
-                        return
-                except httpx2.TransportError:
-                    pass
-                await anyio.sleep(0.05)
-    raise RuntimeError(f"jct serve exited with {process.returncode}")
 
 
 def start_server(database_url: str, home: Path, port: int) -> subprocess.Popen[bytes]:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
+from common import wait_ready
 from mcp import Client
 from pydantic import BaseModel
 
@@ -52,7 +52,6 @@ from server.db.migrate import upgrade
 ADMIN = Actor(actor_id="bench", actor_kind="human", admin=True)
 ARTIFACT = ("bench log line " * 73)[:1023] + "\n"  # 1 KiB
 CALLS = ("echo", "jct_claim_next", "jct_report_artifact", "jct_complete_task")
-READY_SECONDS = 60.0
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -182,19 +181,6 @@ async def load_queue(settings: Settings, count: int) -> None:
             )
     finally:
         await core.db.dispose()
-
-
-async def wait_ready(process: subprocess.Popen[bytes], base_url: str) -> None:
-    async with httpx2.AsyncClient(timeout=5.0) as http:
-        with anyio.fail_after(READY_SECONDS):
-            while process.poll() is None:
-                try:
-                    if (await http.get(f"{base_url}/readyz")).status_code == 200:
-                        return
-                except httpx2.TransportError:
-                    pass
-                await anyio.sleep(0.05)
-    raise RuntimeError(f"the bench server exited with {process.returncode}")
 
 
 def table(results: dict[int, dict[str, Cell]]) -> str:

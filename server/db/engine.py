@@ -48,7 +48,7 @@ class Database:
         if self.dialect == "sqlite":
             self._write_lock = anyio.Lock()
             _install_sqlite_hooks(self.engine)
-        self._reader = self.engine.execution_options(jct_read_only=True)
+        self._reader = self.engine.execution_options(deferred_begin=True)
 
     @property
     def is_sqlite(self) -> bool:
@@ -98,7 +98,7 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         # A deferred BEGIN that later writes fails with SQLITE_BUSY instead of waiting.
-        read_only = conn.get_execution_options().get("jct_read_only", False)
+        read_only = conn.get_execution_options().get("deferred_begin", False)
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 

@@ -100,7 +100,7 @@ def _register_fixed(server: MCPServer[Any], core: Core) -> None:
         description=f"Queued tasks, highest priority first (top {QUEUE_SHOWN}), and counts by status.",
         mime_type=MARKDOWN,
     )
-    async def jct_queue() -> str:
+    async def read_queue() -> str:
         stats = await queue.queue_stats(core)
         page = await queue.list_tasks(core, status="queued", limit=QUEUE_SHOWN)
         return render.queue_page(stats, page)
@@ -112,7 +112,7 @@ def _register_fixed(server: MCPServer[Any], core: Core) -> None:
         description="Evidence packs awaiting a review decision, oldest first, with verdicts and links.",
         mime_type=MARKDOWN,
     )
-    async def jct_pending_reviews() -> str:
+    async def read_pending_reviews() -> str:
         page = await review.list_pending_reviews(core, limit=REVIEWS_SHOWN)
         async with core.db.read() as conn:
             total = await queries.count_pending_reviews(conn)
@@ -127,7 +127,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         description="A task: status, target, objective, outcome, and its runs with verdicts and reviews.",
         mime_type=MARKDOWN,
     )
-    async def jct_task(task_id: str) -> str:
+    async def read_task(task_id: str) -> str:
         return render.task_page(await _guard(f"jct://tasks/{task_id}", gather.task_page(core, task_id)))
 
     @server.resource(
@@ -140,7 +140,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         ),
         mime_type=MARKDOWN,
     )
-    async def jct_issue(issue_id: str) -> str:
+    async def read_issue(issue_id: str) -> str:
         return render.issue_briefing(await _guard(f"jct://issues/{issue_id}", gather.issue_brief(core, issue_id)))
 
     @server.resource(
@@ -151,7 +151,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         "progress events.",
         mime_type=MARKDOWN,
     )
-    async def jct_run(run_id: str) -> str:
+    async def read_run(run_id: str) -> str:
         return render.run_page(await _guard(f"jct://runs/{run_id}", gather.run_page(core, run_id)))
 
     @server.resource(
@@ -162,13 +162,13 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         "evidence, and the review state.",
         mime_type=MARKDOWN,
     )
-    async def jct_evidence(evidence_pack_id: str) -> str:
+    async def read_evidence(evidence_pack_id: str) -> str:
         uri = f"jct://evidence/{evidence_pack_id}"
         return render.evidence_page(await _guard(uri, gather.evidence_page(core, evidence_pack_id)))
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
-    async def jct_artifact(artifact_id: str) -> tuple[str, str]:
+    async def read_artifact(artifact_id: str) -> tuple[str, str]:
         uri = f"jct://artifacts/{artifact_id}"
         artifact, text, total = await _guard(uri, gather.artifact_content(core, artifact_id))
         if text is None:
@@ -178,7 +178,7 @@ def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
         return text, artifact.media_type
 
     template = MediaTypedTemplate.from_function(
-        jct_artifact,
+        read_artifact,
         uri_template=ARTIFACT,
         name="artifact",
         title="Artifact",
