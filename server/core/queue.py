@@ -366,39 +366,54 @@ def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
 # --- cancel ------------------------------------------------------------------------------
 
 
+CANCEL_ROUNDS = 5
+
+
 async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.Cancelled:
+    """Cancel a queued or running task, and its running run.
+
+    Locks are taken run first, then task: the order the fence and the sweeper use, so cancel
+    never deadlocks with a complete, release or expiry of the same task. A claim that commits
+    between the two steps makes the guarded task update miss; the next round cancels its run too.
+    """
     task_id = parse_id(task_id, "task_id")
     check_text(reason, "reason", Limits.REASON)
     ts = core.now()
     async with core.db.write() as conn:
-        before = await queries.get_task(conn, task_id)
-        if before is None:
-            raise JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id.")
-        task = await queries.update_task(
-            conn,
-            task_id,
-            {"status": "cancelled", "active_run_id": None, "completed_at": ts, "error": f"cancelled: {reason}"},
-            status_in=(TaskStatus.QUEUED, TaskStatus.RUNNING),
-        )
+        cancelled_runs: list[str] = []
+        before: RowMapping | None = None
+        task: RowMapping | None = None
+        for _ in range(CANCEL_ROUNDS):
+            cancelled_runs += await queries.cancel_running_runs(conn, task_id, ts)
+            before = await queries.get_task(conn, task_id)
+            if before is None:
+                raise JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id.")
+            task = await queries.cancel_task_row(
+                conn,
+                task_id,
+                {"status": "cancelled", "active_run_id": None, "completed_at": ts, "error": f"cancelled: {reason}"},
+                known_runs=cancelled_runs,
+            )
+            if task is not None or before["status"] not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+                break
         if task is None:
+            status = before["status"] if before is not None else "changing"
             raise invalid(
-                f"Task {task_id} is {before['status']}; only queued or running tasks can be cancelled.",
+                f"Task {task_id} is {status}; only queued or running tasks can be cancelled.",
                 "Nothing to do: the task has already ended.",
             )
-        run_id = before["active_run_id"]
         audit = [
             audit_row(
                 actor,
                 "task.cancelled",
                 "Task",
                 task_id,
-                {"status": before["status"]},
+                {"status": "running" if cancelled_runs else "queued"},
                 {"status": "cancelled", "reason": reason},
                 task["trace_id"],
             )
         ]
-        if run_id is not None:
-            await queries.update_run(conn, run_id, {"status": "cancelled", "ended_at": ts}, status_in=("running",))
+        for run_id in cancelled_runs:
             after = {"status": "cancelled"}
             audit.append(audit_row(actor, "run.cancelled", "Run", run_id, {"status": "running"}, after, None))
         if task["issue_id"] is not None:
@@ -407,7 +422,7 @@ async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.
                 audit_row(actor, "issue.cancelled", "Issue", task["issue_id"], None, {"status": "cancelled"}, None)
             )
         await queries.insert_audit(conn, audit)
-    return r.Cancelled(task_id=task_id, task_status="cancelled", run_id=run_id)
+    return r.Cancelled(task_id=task_id, task_status="cancelled", run_id=cancelled_runs[-1] if cancelled_runs else None)
 
 
 # --- stats -------------------------------------------------------------------------------

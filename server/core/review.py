@@ -80,7 +80,7 @@ async def settle_completion(
         },
         status_in=("running",),
     )
-    await queries.update_task(
+    moved = await queries.update_task(
         conn,
         task["id"],
         {
@@ -92,6 +92,13 @@ async def settle_completion(
         },
         status_in=("running",),
     )
+    if moved is None:
+        # Cancelled (or otherwise ended) while this completion waited for its row: record nothing.
+        raise JctError(
+            ErrorCode.TASK_NOT_CLAIMED,
+            f"Task {task['id']} ended while completing (it was cancelled or expired); nothing was recorded.",
+            "Use jct_get_task to see where the task stands.",
+        )
     trace = task["trace_id"]
     audit = [
         audit_row(

@@ -397,7 +397,13 @@ async def release_task(core: Core, actor: Actor, task_id: str, reason: str) -> r
         task = await queries.update_task(
             conn, task_id, {"status": "queued", "active_run_id": None, "claimed_at": None}, status_in=("running",)
         )
-        assert task is not None  # the fence holds the run, and with it the claim
+        if task is None:
+            # Cancelled while this release waited for the task row: record nothing.
+            raise JctError(
+                ErrorCode.TASK_NOT_CLAIMED,
+                f"Task {task_id} ended while releasing (it was cancelled); nothing was recorded.",
+                "Nothing to do; use jct_get_task to see where the task stands.",
+            )
         audit = [
             audit_row(
                 actor,

@@ -104,6 +104,19 @@ async def update_task(
     return row
 
 
+async def cancel_task_row(
+    conn: AsyncConnection, task_id: str, values: Values, *, known_runs: Sequence[str]
+) -> RowMapping | None:
+    """Cancel a queued or running task, but only if its active run (if any) is one already cancelled."""
+    stmt = update(t.tasks).where(
+        t.tasks.c.id == task_id,
+        t.tasks.c.status.in_(("queued", "running")),
+        or_(t.tasks.c.active_run_id.is_(None), t.tasks.c.active_run_id.in_(list(known_runs))),
+    )
+    row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()
+    return row
+
+
 async def count_tasks_by_status(conn: AsyncConnection) -> dict[str, int]:
     rows = await conn.execute(select(t.tasks.c.status, func.count()).group_by(t.tasks.c.status))
     return {str(status): int(count) for status, count in rows.all()}
@@ -233,6 +246,16 @@ async def lock_principal(conn: AsyncConnection, actor_id: str) -> None:
     """PostgreSQL: serialise one principal's claims until commit, so its claim cap holds exactly.
     (SQLite's BEGIN IMMEDIATE already serialises every write.)"""
     await conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(actor_id))))
+
+
+async def cancel_running_runs(conn: AsyncConnection, task_id: str, now: ColumnElement[datetime]) -> list[str]:
+    stmt = (
+        update(t.runs)
+        .where(t.runs.c.task_id == task_id, t.runs.c.status == "running")
+        .values(status="cancelled", ended_at=now)
+        .returning(t.runs.c.id)
+    )
+    return [str(run_id) for run_id in (await conn.execute(stmt)).scalars().all()]
 
 
 async def update_run(conn: AsyncConnection, run_id: str, values: Values, *, status_in: Sequence[str]) -> bool:
