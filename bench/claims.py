@@ -34,9 +34,10 @@ from typing import Any
 
 from sqlalchemy import insert, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import add_database_arguments, admin, check_dialects
 
 from server.config import Settings, async_database_url
 from server.core import queue
@@ -46,7 +47,6 @@ from server.db import tables as t
 from server.db.engine import Database
 from server.db.migrate import upgrade
 
-DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 CHUNK = 500  # rows per multi-row INSERT: well under SQLite's and asyncpg's bound-parameter limits
 # Children before parents, for emptying the tables between measurements.
 TABLES = (
@@ -213,15 +213,6 @@ async def drain(core: Core, claim: Claimer, workers: int, claims: int) -> float:
 # --- databases ---------------------------------------------------------------------------
 
 
-async def admin(url: str, statement: str) -> None:
-    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(statement))
-    finally:
-        await engine.dispose()
-
-
 async def bench_dialect(dialect: str, url: str, args: argparse.Namespace, home: Path) -> list[dict[str, Any]]:
     settings = Settings(_env_file=None, database_url=url, home=home, trace_root=home / "traces")  # type: ignore[call-arg]
     rows = []
@@ -292,22 +283,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[1, 10, 50],
         help="comma-separated worker counts (default 1,10,50)",
     )
-    parser.add_argument(
-        "--dialects",
-        type=lambda s: [d.strip() for d in s.split(",")],
-        default=["sqlite", "postgresql"],
-        help="comma-separated: sqlite, postgresql (default both)",
-    )
+    add_database_arguments(parser)
     parser.add_argument("--repeat", type=int, default=1, help="measurements per cell; the median is shown (default 1)")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("JCT_BENCH_POSTGRES_URL", DEFAULT_PG),
-        help="server to create the throwaway database on (env JCT_BENCH_POSTGRES_URL)",
-    )
     args = parser.parse_args(argv)
-    unknown = set(args.dialects) - {"sqlite", "postgresql"}
-    if unknown:
-        parser.error(f"unknown dialects: {', '.join(sorted(unknown))}")
+    check_dialects(parser, args)
     if args.claims < 1 or args.repeat < 1 or any(w < 1 for w in args.workers):
         parser.error("--claims, --repeat and --workers must be positive")
     return args

@@ -30,7 +30,6 @@ import math
 import os
 import platform
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,18 +43,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from common import wait_ready
 from mcp import Client
 from mcp_types import ResourceUpdatedNotification
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common import add_database_arguments, admin, check_dialects, free_port, tool, wait_ready
+
 from server.config import async_database_url
 
-DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 OPENING = 20  # sessions opening (initialize, GET stream, subscribe) at once
 NOTIFIED = 60.0  # the longest wait for every session's notification
 QUIET = 1.0  # after the warm-up notifications, before the measured completion (plus up to one poll interval)
@@ -63,12 +60,6 @@ POLL_INTERVAL = 0.25  # the server's JCT_NOTIFY_INTERVAL_SECONDS (its default; t
 
 
 # --- the server ----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:
@@ -136,13 +127,6 @@ class Subscriber:
 
     def first_after(self, moment: float) -> float | None:
         return next((at for at in self.arrivals if at >= moment), None)
-
-
-async def tool(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(name, args)
-    if result.is_error or result.structured_content is None:
-        raise RuntimeError(f"{name} failed: {result.content}")
-    return dict(result.structured_content)
 
 
 async def claimed_run(agent: Client, n: int) -> tuple[str, str]:
@@ -281,15 +265,6 @@ def summary(row: Round) -> str:
 # --- databases and orchestration -----------------------------------------------------------------
 
 
-async def admin(url: str, statement: str) -> None:
-    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(statement))
-    finally:
-        await engine.dispose()
-
-
 async def bench_dialect(dialect: str, database_url: str, home: Path, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     process = start_server(database_url, home, port)
@@ -357,21 +332,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=200, help="subscribed sessions (default 200)")
     parser.add_argument("--rounds", type=int, default=1, help="completions measured per dialect (default 1)")
-    parser.add_argument(
-        "--dialects",
-        type=lambda s: [d.strip() for d in s.split(",")],
-        default=["sqlite", "postgresql"],
-        help="comma-separated: sqlite, postgresql (default both)",
-    )
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("JCT_BENCH_POSTGRES_URL", DEFAULT_PG),
-        help="server to create the throwaway database on (env JCT_BENCH_POSTGRES_URL)",
-    )
+    add_database_arguments(parser)
     args = parser.parse_args(argv)
-    unknown = set(args.dialects) - {"sqlite", "postgresql"}
-    if unknown:
-        parser.error(f"unknown dialects: {', '.join(sorted(unknown))}")
+    check_dialects(parser, args)
     if args.sessions < 1 or args.rounds < 1:
         parser.error("--sessions and --rounds must be positive")
     return args

@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,14 +33,14 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import anyio
-from common import wait_ready
 from mcp import Client
 from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import free_port, tool, wait_ready
 
 from server.config import Settings
 from server.core import queue
@@ -95,13 +94,6 @@ class Cell:
     def quantile(self, q: float) -> float:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] * 1000
-
-
-async def tool(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(name, args)
-    if result.is_error or result.structured_content is None:
-        raise RuntimeError(f"{name} failed: {result.content}")
-    return dict(result.structured_content)
 
 
 async def phase(
@@ -163,12 +155,6 @@ async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str
 
 
 # --- orchestration ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def load_queue(settings: Settings, count: int) -> None:
