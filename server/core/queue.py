@@ -324,42 +324,21 @@ async def _check_claim_cap(core: Core, conn: AsyncConnection, actor: Actor) -> N
 
 def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
     """The flat claim row (task, run, briefing; see server/db/claims.py) as Claim fields."""
-    constraints = r.Constraints(
-        time_budget_seconds=row["time_budget_seconds"], allow_network=False, allow_secrets=False
-    )
-    snapshot = None
-    if row["snapshot_id"] is not None:
-        constraints = r.Constraints(
-            time_budget_seconds=row["snapshot_time_budget_seconds"],
-            allow_network=row["snapshot_allow_network"],
-            allow_secrets=row["snapshot_allow_secrets"],
-            allowed_paths=row["snapshot_allowed_paths"],
-        )
-        snapshot = r.ConstraintSnapshot(id=row["snapshot_id"], scope=row["snapshot_scope"], rules=constraints)
-    packet = None
-    if row["packet_id"] is not None:
-        packet = r.ContextPacket(
-            id=row["packet_id"],
-            version=row["packet_version"],
-            summary=row["packet_summary"],
-            prior_art=row["packet_prior_art"],
-            files_of_interest=row["packet_files_of_interest"],
-            acceptance_criteria=row["packet_acceptance_criteria"],
-            data=row["packet_data"],
-            review_feedback=row["packet_review_feedback"] or [],
-        )
+    packet = {key.removeprefix("packet_"): value for key, value in row.items() if key.startswith("packet_")}
+    snapshot = {key.removeprefix("snapshot_"): value for key, value in row.items() if key.startswith("snapshot_")}
+    snapshot_row = snapshot if snapshot["id"] is not None else None
     return {
         "task_id": row["id"],
         "run_id": row["active_run_id"],
         "trace_id": row["trace_id"],
         "objective": row["objective"],
         "operation": row["operation"],
-        "target": r.Target(repo=row["target_repo"], ref=row["target_ref"], path=row["target_path"]),
+        "target": views.target(row),
         "attempt": row["attempt"],
         "lease_expires_at": row["lease_expires_at"],
-        "constraints": constraints,
-        "context_packet": packet,
-        "constraint_snapshot": snapshot,
+        "constraints": views.constraints(snapshot_row, row),
+        "context_packet": views.context_packet(packet if packet["id"] is not None else None),
+        "constraint_snapshot": views.constraint_snapshot(snapshot_row, row),
     }
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import RowMapping
+from collections.abc import Mapping
+from typing import Any
 
 from server.core import results as r
+
+# Rows from SQLAlchemy (RowMapping) or assembled by hand (the flat claim row): any mapping will do.
+RowMapping = Mapping[Any, Any]
 
 
 def target(task: RowMapping) -> r.Target:
