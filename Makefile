@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: run test lint typecheck unit bench clean conformance
 
@@ -12,12 +13,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The benchmark extra (matplotlib, pyinstrument) on top of the test one, only for `make bench`.
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
 run: $(STAMP)
 	$(BIN)/jct serve
 
 lint: $(STAMP)
-	$(BIN)/ruff check server tests bench
-	$(BIN)/ruff format --check server tests bench
+	$(BIN)/ruff check server tests bench deploy
+	$(BIN)/ruff format --check server tests bench deploy
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -28,8 +34,9 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-bench: $(STAMP)
-	$(BIN)/python bench/claims.py
+# The whole suite (bench/suite.py, about 15 minutes on 2 cores): writes bench/RESULTS.md and bench/results/.
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/suite.py
 
 clean:
 	rm -rf $(VENV) .jct .pytest_cache .mypy_cache .ruff_cache
@@ -38,3 +45,10 @@ clean:
 # (installs Node 22 and the suite into .cache/node22 with npm on first use). Not part of `make test`.
 conformance: $(STAMP)
 	VENV_BIN=$(abspath $(BIN)) scripts/conformance.sh
+
+# The deployment, tested for real (deploy/podman-test.sh): the image built with podman from a
+# debootstrapped base (no registry, no Docker engine), two replicas on PostgreSQL behind nginx,
+# driven end to end with the MCP SDK, one replica stopped with SIGTERM mid-run. Needs root.
+.PHONY: deploy-test
+deploy-test: $(STAMP)
+	deploy/podman-test.sh

@@ -21,16 +21,20 @@ from sqlalchemy import inspect, text
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.auth import FrontDoor, metadata_routes
 from server.background import run_background
 from server.config import Settings
+from server.core.queue import queue_stats
 from server.core.service import Core
 from server.db.migrate import head_revision, upgrade
 from server.identity import FixedIdentity, Identity, TokenIdentity
-from server.mcp import build_mcp
+from server.mcp import InFlight, JctServer, build_mcp
+from server.metrics import CONTENT_TYPE, Metrics
+from server.notify.hub import NotificationHub
 
 log = logging.getLogger("jct.app")
 
@@ -63,6 +67,92 @@ def max_request_body(settings: Settings) -> int:
 @dataclass
 class Readiness:
     serving: bool = False
+    draining: bool = False
+
+
+class Drain:
+    """What a SIGTERM does before uvicorn's own shutdown (server/cli.py), once the listener is closed:
+    /readyz turns 503 so balancers stop sending; requests already received finish and their responses
+    are written (every POST but a 2026-07-28 `subscriptions/listen`, and tool calls, which on the old
+    SSE transport answer over the event stream); then the event streams that never end on their own
+    (legacy GET streams, SSE connections, listens) are ended. Claims are neither released nor touched:
+    their leases run out and the sweeper of a surviving replica requeues them."""
+
+    # After both counts reach zero, look again this much later: on the SSE transport a POST is answered
+    # (202) before its tool call starts.
+    SETTLE = 0.2
+
+    def __init__(self, mcp: JctServer, state: Readiness) -> None:
+        self._mcp = mcp
+        self._state = state
+        self.requests = InFlight()
+
+    @property
+    def draining(self) -> bool:
+        return self._state.draining
+
+    def begin(self) -> None:
+        self._state.draining = True
+
+    async def wait(self, grace: float) -> int:
+        """Wait, at most `grace` seconds, until no request or tool call is running; returns how many still are."""
+        with anyio.move_on_after(grace):
+            while True:
+                await self.requests.idle()
+                await self._mcp.in_flight.idle()
+                await anyio.sleep(self.SETTLE)
+                if not self.requests.count and not self._mcp.in_flight.count:
+                    break
+        return self.requests.count + self._mcp.in_flight.count
+
+
+class CountRequests:
+    """ASGI middleware: count the requests a drain waits for, the POSTs, except listens, which never end."""
+
+    def __init__(self, app: ASGIApp, requests: InFlight) -> None:
+        self._app = app
+        self._requests = requests
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or _is_listen(scope):
+            await self._app(scope, receive, send)
+            return
+        self._requests.enter()
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self._requests.leave()
+
+
+def _is_listen(scope: Scope) -> bool:
+    # 2026-07-28 requests name their method in a header; a listen stream stays open until the client leaves.
+    return (b"mcp-method", b"subscriptions/listen") in scope.get("headers", ())
+
+
+def _sessions(mcp: JctServer) -> dict[str, Any]:
+    # The SDK keeps its legacy streamable HTTP sessions in a private map; nothing public lists them.
+    sessions: dict[str, Any] = mcp.session_manager._server_instances
+    return sessions
+
+
+def tag_sessions(mcp: JctServer, replica: str) -> None:
+    """Name this replica in every new session id (`jct1.<hex>`), so a load balancer can route a legacy
+    session's requests to the process holding it. The SDK picks ids in `_admit_session`."""
+    manager = mcp.session_manager
+    admit = manager._admit_session
+
+    def admit_tagged(requestor: Any) -> Any:
+        transport = admit(requestor)
+        if transport is None:
+            return None
+        plain = str(transport.mcp_session_id)
+        transport.mcp_session_id = f"{replica}.{plain}"
+        manager._server_instances[transport.mcp_session_id] = manager._server_instances.pop(plain)
+        if plain in manager._session_owners:
+            manager._session_owners[transport.mcp_session_id] = manager._session_owners.pop(plain)
+        return transport
+
+    manager._admit_session = admit_tagged  # type: ignore[method-assign]
 
 
 def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] | None = None) -> Starlette:
@@ -70,7 +160,8 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     core = Core.build(settings)  # creating the engine does not connect; the lifespan does
     tokens_on = settings.auth == "token"
     identity: Identity = TokenIdentity() if tokens_on else FixedIdentity("local")
-    mcp = build_mcp(core, identity)
+    metrics = Metrics()
+    mcp = build_mcp(core, identity, NotificationHub(metrics))
     if extend is not None:
         extend(mcp)
     security = transport_security(settings)
@@ -85,6 +176,8 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     sse = mcp.sse_app(
         sse_path="/sse", message_path="/messages/", transport_security=security, max_request_body_size=body_limit
     )
+    if settings.replica:
+        tag_sessions(mcp, settings.replica)
     head = head_revision()
     state = Readiness()
 
@@ -97,6 +190,22 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         if reason is not None:
             return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready", "revision": head})
+
+    async def metrics_endpoint(_: Request) -> Response:
+        try:
+            stats = await queue_stats(core)
+        except Exception as exc:  # the process's own series still matter when the database is away
+            log.warning("metrics: queue figures unavailable: %s", exc)
+        else:
+            for status, count in stats.counts.items():
+                metrics.tasks.labels(status).set(count)
+            metrics.leases_overdue.set(stats.expired_leases)
+            metrics.pending_reviews.set(stats.pending_reviews)
+            metrics.oldest_queued_age.set(stats.oldest_queued_age_seconds or 0)
+        metrics.sessions.labels("streamable_http").set(len(_sessions(mcp)))
+        metrics.sessions.labels("sse").set(mcp.run_sessions)
+        metrics.subscribers.set(mcp.hub.subscriber_count)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -118,13 +227,21 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
         *streamable.routes,
         *sse.routes,
         *(metadata_routes() if tokens_on else []),
     ]
     # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
-    middleware = [Middleware(FrontDoor, core=core, rate_limit_per_minute=settings.rate_limit_per_minute)]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware if tokens_on else [])
+    # The request count is outermost, so a drain also waits for requests the front door is deciding on.
+    drain = Drain(mcp, state)
+    middleware = [Middleware(CountRequests, requests=drain.requests)]
+    if tokens_on:
+        middleware.append(Middleware(FrontDoor, core=core, rate_limit_per_minute=settings.rate_limit_per_minute))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    app.state.drain = drain
+    app.state.metrics = metrics
+    return app
 
 
 async def _revision(core: Core) -> str | None:
@@ -144,6 +261,8 @@ async def _not_ready(core: Core, head: str, state: Readiness) -> str | None:
         return f"database unreachable: {type(exc).__name__}" + (f": {detail[0]}" if detail else "")
     if revision != head:
         return f"database not migrated: at revision {revision}, head is {head}"
+    if state.draining:
+        return "draining: the server is shutting down"
     if not state.serving:
         return "starting: the server's lifespan has not started"
     return None

@@ -10,6 +10,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import anyio
@@ -21,13 +22,14 @@ from rich.table import Table
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from server.config import Settings
+from server.config import Settings, async_database_url
 from server.core import observe, queue, review, tokens, views
 from server.core.models import Actor, parse_id
 from server.core.service import Core
 from server.db import queries
+from server.db.copy import BATCH_SIZE, CopyError, copy_database
 from server.db.engine import Database
-from server.db.migrate import current_revision, upgrade
+from server.db.migrate import current_revision, head_revision, upgrade
 from server.errors import ErrorCode, JctError
 from server.identity import FixedIdentity, local_user
 
@@ -46,7 +48,9 @@ log = logging.getLogger("jct")
 T = TypeVar("T")
 
 DATABASE_TIMEOUT = 15.0
-GRACEFUL_SHUTDOWN_SECONDS = 10
+# After in-flight tool calls have drained: how long responses still being written, and the event streams
+# that never end on their own, get before uvicorn cancels them.
+STREAMS_GRACE_SECONDS = 2
 STATUSES = ("queued", "running", "completed", "failed", "cancelled", "all")
 DECISIONS = {
     "approve": "approved",
@@ -82,13 +86,22 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def configure_logging(settings: Settings) -> None:
-    """Everything JCT and its libraries log goes to stderr: on stdio, stdout carries only the protocol."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,
-    )
+    """Everything JCT and its libraries log goes to stderr: on stdio, stdout carries only the protocol.
+    JCT_LOG_FORMAT=json writes one JSON object per line (time, level, logger, message, exc_info)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter(
+                "%(levelname)s %(name)s %(message)s",
+                rename_fields={"levelname": "level", "name": "logger"},
+                timestamp="time",
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -205,15 +218,49 @@ def _serve_http(settings: Settings) -> None:
             log_level=settings.log_level.lower(),
             access_log=settings.log_level == "DEBUG",
             lifespan="on",
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            timeout_graceful_shutdown=STREAMS_GRACE_SECONDS,
         )
-        server = uvicorn.Server(config)
+        server = _draining_server(config, settings.shutdown_grace_seconds)
         log.info("JCT %s listening on http://%s:%d (MCP at /mcp and /sse)", _version(), settings.host, settings.port)
         server.run(sockets=[sock])
     finally:
         sock.close()
     if not server.started:
         raise StartupError("the server did not start; see the log above")
+
+
+def _draining_server(config: Any, grace: float) -> Any:
+    """uvicorn's Server, whose shutdown (SIGTERM, Ctrl-C) first lets running requests and tool calls finish."""
+    import uvicorn
+    from sse_starlette.sse import AppStatus
+
+    class DrainingServer(uvicorn.Server):
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+            # sse-starlette ends every event stream the moment uvicorn sees a signal, tool call
+            # responses included (they are streams too): JCT says when streams end instead.
+            AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+            try:
+                await super().serve(sockets)
+            finally:
+                AppStatus.should_exit = False
+                AppStatus.enable_automatic_graceful_drain_mode()  # type: ignore[no-untyped-call]
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            drain = config.app.state.drain
+            drain.begin()
+            # Stop taking connections and requests, as uvicorn's own shutdown would, then wait for calls.
+            for listener in self.servers:
+                listener.close()
+            for connection in list(self.server_state.connections):
+                connection.shutdown()
+            log.info("draining: waiting up to %.0fs for in-flight requests and tool calls", grace)
+            left = await drain.wait(grace)
+            if left:
+                log.warning("draining: %d request(s) still running after %.0fs; stopping anyway", left, grace)
+            AppStatus.should_exit = True  # now end the event streams that never end on their own
+            await super().shutdown(sockets)
+
+    return DrainingServer(config)
 
 
 async def _check_database(settings: Settings) -> None:
@@ -257,6 +304,57 @@ def db_upgrade() -> None:
     """Apply every pending migration (also done on start)."""
     revision = run_core(lambda core, _actor: current_revision(core.db))
     console.print(f"database at revision {revision}")
+
+
+@db_app.command("copy")
+def db_copy(
+    to: str = typer.Option(..., "--to", help="The empty database to copy into, e.g. postgresql://user@host/jct."),
+    source: str | None = typer.Option(
+        None, "--from", help="The database to copy from (default: the configured one, JCT_DATABASE_URL)."
+    ),
+    trace_root: Path | None = typer.Option(
+        None, help="Also copy stored artifact content here: the JCT_TRACE_ROOT the target will be served with."
+    ),
+    batch_size: int = typer.Option(BATCH_SIZE, min=1, help="Rows per insert batch."),
+) -> None:
+    """Copy every table into an empty database (e.g. SQLite to PostgreSQL), ids and all, in one transaction."""
+    # Plain echo, not rich: URLs and paths must survive copy and paste unwrapped.
+    settings = load_settings()
+    try:
+        source_url = async_database_url(source) if source else settings.database_url
+        target_url = async_database_url(to)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    typer.echo(f"copying {_masked(source_url)} -> {_masked(target_url)}")
+    try:
+        report = anyio.run(
+            lambda: copy_database(
+                source_url,
+                target_url,
+                trace_root=trace_root,
+                batch_size=batch_size,
+                on_table=lambda name, rows: typer.echo(f"  {name}: {rows} row(s)"),
+            )
+        )
+    except CopyError as exc:
+        fail(str(exc))
+    total = sum(report.rows.values())
+    typer.echo(f"copied {total} row(s) in {len(report.rows)} table(s); the target is at revision {head_revision()}")
+    if report.derived:
+        typer.echo(f"not copied, rebuilt by the target's triggers: {', '.join(report.derived)}")
+    for name, next_id in report.sequences.items():
+        typer.echo(f"  sequence of {name} restarts at {next_id}")
+    if report.trace_move is not None:
+        move = report.trace_move
+        typer.echo(f"copied {move.files_copied} artifact content file(s) to {move.root}")
+        if move.files_missing:
+            typer.echo(f"warning: {len(move.files_missing)} content file(s) were missing, e.g. {move.files_missing[0]}")
+    elif report.trace_roots:
+        roots = ", ".join(str(root) for root in sorted(report.trace_roots))
+        typer.echo(
+            f"{report.stored_artifacts} stored artifact(s) keep their content under {roots}: serve the target with "
+            "JCT_TRACE_ROOT set to it, or copy again into an empty database with --trace-root"
+        )
 
 
 @app.command("config")

@@ -56,6 +56,13 @@ class Settings(BaseSettings):
     # Tasks one principal may hold claimed at once.
     max_claims_per_agent: int = Field(default=5, ge=1, le=10_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # `json`: one JSON object per log line (for log shippers); `text`: one readable line.
+    log_format: Literal["text", "json"] = "text"
+    # Behind a load balancer: this replica's name, prefixed to its MCP session ids (`jct1.<hex>`) so the
+    # balancer can send each legacy session back to the process that holds it (deploy/nginx.conf).
+    replica: str = Field(default="", pattern=r"^([a-z][a-z0-9_-]{0,31})?$")
+    # On SIGTERM: how long to wait for in-flight tool calls before the process exits anyway.
+    shutdown_grace_seconds: float = Field(default=30.0, ge=0, le=3600)
 
     _csv = field_validator(
         "allowed_repo_prefixes", "review_auto_approve_verdicts", "toolsets", "allowed_hosts", mode="before"

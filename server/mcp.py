@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from importlib.metadata import version
 from typing import Any
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
@@ -26,6 +28,7 @@ from mcp_types import (
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.identity import Identity
+from server.metrics import Metrics
 from server.notify.hub import NotificationHub
 from server.prompts import register_prompts
 from server.resources import register_resources
@@ -43,6 +46,28 @@ task renews it; call jct_report_progress during long work. If you cannot finish,
 Errors are JSON with a code and a suggestion: follow the suggestion."""
 
 
+class InFlight:
+    """A count of work under way (tool calls, HTTP requests) that can be waited on until it is zero."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle: anyio.Event | None = None
+
+    def enter(self) -> None:
+        self.count += 1
+
+    def leave(self) -> None:
+        self.count -= 1
+        if not self.count and self._idle is not None:
+            self._idle.set()
+
+    async def idle(self) -> None:
+        """Return once the count is zero."""
+        while self.count:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+
+
 class JctServer(MCPServer[Any]):
     """MCPServer whose tool failures all leave through one translation (server/tools/errors.py), whose
     tools are checked against the caller's roles in one place (`call_tool`), and whose resource changes
@@ -54,6 +79,10 @@ class JctServer(MCPServer[Any]):
         self.identity = identity
         # tool -> toolset, filled by build_mcp; a tool registered later (`extend`) counts as admin.
         self.toolset_of: dict[str, str] = {}
+        # Tool calls running now: a draining server waits for them (server/app.py).
+        self.in_flight = InFlight()
+        # Sessions on transports whose session the SDK keeps to itself (SSE, stdio).
+        self.run_sessions = 0
         low = self._lowlevel_server
         low.add_request_handler("resources/subscribe", SubscribeRequestParams, hub.subscribe)
         low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
@@ -69,6 +98,16 @@ class JctServer(MCPServer[Any]):
             return plain(notification_options or NotificationOptions(resources_changed=True), *args, **kw)
 
         low.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+        run = low.run
+
+        async def counted_run(*args: Any, **kw: Any) -> None:
+            self.run_sessions += 1
+            try:
+                await run(*args, **kw)
+            finally:
+                self.run_sessions -= 1
+
+        low.run = counted_run  # type: ignore[method-assign]
 
     def toolset(self, tool: str) -> str:
         return self.toolset_of.get(tool, "admin")
@@ -77,10 +116,28 @@ class JctServer(MCPServer[Any]):
         """Whether the caller of the current request may call `tool` (always, without tokens)."""
         return self.identity.may_use(tool, self.toolset(tool))
 
+    @property
+    def metrics(self) -> Metrics:
+        return self.hub.metrics
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        if self._tool_manager.get_tool(name) is not None and not self.may_call(name):
+        known = self._tool_manager.get_tool(name) is not None
+        # Only registered names become label values: garbage names must not grow the metric.
+        self.in_flight.enter()
+        try:
+            with self.metrics.tool_call(name if known else "unknown") as outcome:
+                result = await self._call_tool(name, arguments, context, known=known)
+                outcome(_outcome(result))
+                return result
+        finally:
+            self.in_flight.leave()
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None, *, known: bool
+    ) -> CallToolResult | InputRequiredResult:
+        if known and not self.may_call(name):
             log.info("tool %s refused: PERMISSION_DENIED", name)
             return error_result(
                 JctError(
@@ -118,9 +175,22 @@ class JctServer(MCPServer[Any]):
         return result
 
 
-def build_mcp(core: Core, identity: Identity, hub: NotificationHub | None = None) -> JctServer:
+def _outcome(result: CallToolResult | InputRequiredResult) -> str:
+    """`ok`, or the JCT error code of a failed call (read back from the error JSON the model gets)."""
+    if not isinstance(result, CallToolResult) or not result.is_error:
+        return "ok"
+    try:
+        code = json.loads(result.content[0].text)["error"]["code"]  # type: ignore[union-attr]
+    except (IndexError, AttributeError, KeyError, TypeError, ValueError):
+        return "error"
+    return code if code in ErrorCode.__members__ else "error"
+
+
+def build_mcp(
+    core: Core, identity: Identity, hub: NotificationHub | None = None, metrics: Metrics | None = None
+) -> JctServer:
     server = JctServer(
-        hub if hub is not None else NotificationHub(),
+        hub if hub is not None else NotificationHub(metrics),
         identity,
         name="jct",
         title="JCT work queue",

@@ -10,6 +10,7 @@ up the others or the feed, and tool calls never wait for notifications at all.
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -20,6 +21,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
+from server.metrics import Metrics
 from server.notify.changes import Changes
 
 log = logging.getLogger(__name__)
@@ -33,8 +35,9 @@ def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
 
 
 class NotificationHub:
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics | None = None) -> None:
         self.bus = InMemorySubscriptionBus()
+        self.metrics = metrics if metrics is not None else Metrics()
         # connection -> URIs it subscribed to; connections that used resources/* hear list_changed.
         self._subscriptions: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
         self._seen: weakref.WeakSet[Connection] = weakref.WeakSet()
@@ -77,6 +80,7 @@ class NotificationHub:
                 self._senders = None
 
     async def deliver(self, changes: Changes) -> None:
+        started = time.perf_counter()
         for uri in sorted(changes.uris):
             await self.bus.publish(ResourceUpdated(uri=uri))
         if changes.list_changed:
@@ -90,17 +94,22 @@ class NotificationHub:
             sends += [(connection, "notifications/resources/list_changed", None) for connection in list(self._seen)]
         if self._senders is not None:
             for send in sends:
-                self._senders.start_soon(self._send, *send)
+                self._senders.start_soon(self._send, *send, started)
             return
         # No sender group (an in-process server without the background tasks): send here.
         async with anyio.create_task_group() as tg:
             for send in sends:
-                tg.start_soon(self._send, *send)
+                tg.start_soon(self._send, *send, started)
 
-    async def _send(self, connection: Connection, method: str, params: dict[str, str] | None) -> None:
+    async def _send(self, connection: Connection, method: str, params: dict[str, str] | None, started: float) -> None:
         with anyio.move_on_after(SEND_DEADLINE) as scope:
             await connection.notify(method, params)
-        if scope.cancelled_caught and (connection in self._subscriptions or connection in self._seen):
+        if not scope.cancelled_caught:
+            self.metrics.notifications.labels(method, "sent").inc()
+            self.metrics.fanout_seconds.observe(time.perf_counter() - started)
+            return
+        self.metrics.notifications.labels(method, "dropped").inc()
+        if connection in self._subscriptions or connection in self._seen:
             log.warning("dropping a subscriber that did not take %s within %.0fs", method, SEND_DEADLINE)
             self._subscriptions.pop(connection, None)
             self._seen.discard(connection)
