@@ -20,6 +20,9 @@ async def run_background(
     async with anyio.create_task_group() as tg:
         await tg.start(hub.run)
         await feed.start_position()
-        tg.start_soon(run_sweeper, core, core.settings.sweep_interval_seconds)
+        expired = hub.metrics.leases_expired
+        tg.start_soon(
+            run_sweeper, core, core.settings.sweep_interval_seconds, lambda report: expired.inc(report.expired)
+        )
         tg.start_soon(feed.run)
         task_status.started()

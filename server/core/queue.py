@@ -24,7 +24,7 @@ from server.core.models import (
     parse_id,
 )
 from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
-from server.db import claims, queries
+from server.db import claims, leases, listing, queries
 from server.errors import ErrorCode, JctError, invalid
 
 MIN_BUDGET, MAX_BUDGET = 30, 86_400
@@ -237,8 +237,9 @@ async def list_tasks(
             after = (str(priority), datetime.fromisoformat(str(queued_at)), str(task_id))
         except ValueError:
             raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page.") from None
+    statuses = [s.value for s in TaskStatus] if status == "all" else [status]
     async with core.db.read() as conn:
-        rows = await queries.list_tasks(conn, None if status == "all" else status, op, after, limit + 1)
+        rows = await listing.list_tasks(conn, statuses, op, after, limit + 1)
     page = rows[:limit]
     next_cursor = None
     if len(rows) > limit:
@@ -408,11 +409,25 @@ async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.
 
 
 async def queue_stats(core: Core) -> r.QueueStats:
+    """Every figure is read from an index or the trigger-kept counts: flat however many tasks exist."""
     async with core.db.read() as conn:
-        counts = await queries.count_tasks_by_status(conn)
+        counts, summed = await listing.counts(conn)
         expired = await queries.count_expired_leases(conn, core.now())
-        oldest = await queries.oldest_queued_at(conn)
-        pending = await queries.count_pending_reviews(conn)
+        oldest = await listing.oldest_queued_at(conn, [p.value for p in Priority])
+    if summed > FOLD_AFTER_ROWS:
+        # Nobody has folded the counts for a while (the sweeper does it every pass): fold them now.
+        await fold_counts(core)
     age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else None
-    full = {status.value: counts.get(status.value, 0) for status in TaskStatus}
+    full = {status.value: counts.get(("task", status.value), 0) for status in TaskStatus}
+    pending = counts.get(("review", "pending"), 0)
     return r.QueueStats(counts=full, expired_leases=expired, oldest_queued_age_seconds=age, pending_reviews=pending)
+
+
+# Delta rows queue_stats sums before it folds them itself.
+FOLD_AFTER_ROWS = 5_000
+
+
+async def fold_counts(core: Core) -> None:
+    """Fold the trigger-written count deltas into one row per count (server/db/leases.py)."""
+    async with core.db.write() as conn:
+        await leases.fold_count_deltas(conn, sqlite=core.db.is_sqlite)

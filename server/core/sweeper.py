@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 
 from server.core import results
 from server.core.models import SYSTEM
+from server.core.queue import fold_counts
 from server.core.service import Core, audit_row
 from server.db import leases, queries
 
@@ -55,11 +57,16 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
     return report
 
 
-async def run_sweeper(core: Core, interval: float) -> None:
-    """Sweep forever; one failed pass is logged and the next one tries again."""
+async def run_sweeper(
+    core: Core, interval: float, on_sweep: Callable[[results.SweepReport], None] | None = None
+) -> None:
+    """Sweep forever; one failed pass is logged and the next one tries again. `on_sweep` sees each report."""
     while True:
         try:
             report = await sweep_expired_leases(core)
+            if on_sweep is not None:
+                on_sweep(report)
+            await fold_counts(core)  # keeps queue statistics' delta rows few (server/db/leases.py)
             if report.expired:
                 log.info(
                     "lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed

@@ -1,4 +1,5 @@
-"""Statements behind the MCP resources: the resources/list walk, briefing lookups and id completions."""
+"""Statements behind the listings: the queue listing, queue statistics, the resources/list walk,
+briefing lookups and id completions. Each one is an index walk that stops after the rows it returns."""
 
 from __future__ import annotations
 
@@ -6,10 +7,104 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, Select, and_, func, or_, select
+from sqlalchemy import ColumnElement, RowMapping, Select, String, and_, func, literal, or_, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
+from server.db.types import UTCDateTime
+
+# --- the queue listing ---------------------------------------------------------------------
+
+# Claim order: what claim-next picks first comes first. Every listing in this order is keyset-paginated
+# on the full key, compared as one row value, which both dialects use as an index range (an OR of
+# column comparisons is only a filter to PostgreSQL, so a deep page would rescan all before it).
+_CLAIM_ORDER = (t.tasks.c.priority, t.tasks.c.queued_at, t.tasks.c.id)
+
+
+def _past(after: tuple[str, datetime, str]) -> ColumnElement[bool]:
+    """Strictly after `after` (priority, queued_at, id) in claim order."""
+    priority, queued_at, task_id = after
+    bound = tuple_(literal(priority, String()), literal(queued_at, UTCDateTime()), literal(task_id, String()))
+    return tuple_(*_CLAIM_ORDER) > bound
+
+
+def _in_claim_order(
+    status: str, operation: str | None, after: tuple[str, datetime, str] | None, limit: int
+) -> Select[Any]:
+    """One status's tasks: ix_tasks_status_priority_queued_at_id, or with an operation
+    ix_tasks_operation_status_priority_queued_at_id; an index walk from the cursor that stops at `limit`."""
+    tasks = t.tasks
+    query = select(tasks).where(tasks.c.status == status)
+    if operation is not None:
+        query = query.where(tasks.c.operation == operation)
+    if after is not None:
+        query = query.where(_past(after))
+    return query.order_by(*_CLAIM_ORDER).limit(limit)
+
+
+async def list_tasks(
+    conn: AsyncConnection,
+    statuses: Sequence[str],
+    operation: str | None,
+    after: tuple[str, datetime, str] | None,
+    limit: int,
+) -> Sequence[RowMapping]:
+    """Tasks in any of `statuses`, in claim order, from the cursor `after`.
+
+    Several statuses (the listing's "all") are merged from one index walk per status, each at most
+    `limit` long: no index orders every task by (priority, queued_at, id) alone, and adding one would tax
+    every claim and completion. A page costs the same at page 1 and page 10,000, at 1k tasks and 1M."""
+    query: Select[Any]
+    if len(statuses) == 1:
+        query = _in_claim_order(statuses[0], operation, after, limit)
+    else:
+        walks = [_in_claim_order(status, operation, after, limit).subquery() for status in statuses]
+        merged = union_all(*(select(walk) for walk in walks)).subquery()
+        query = select(merged).order_by(merged.c.priority, merged.c.queued_at, merged.c.id).limit(limit)
+    rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
+    return rows
+
+
+# --- queue statistics ------------------------------------------------------------------------
+
+
+async def counts(conn: AsyncConnection) -> tuple[dict[tuple[str, str], int], int]:
+    """Every (entity, status) count the triggers keep (migration 0004), and how many delta rows were summed.
+
+    The table holds one row per count after each fold, plus a few per change since (server/db/leases.py)."""
+    deltas = t.count_deltas
+    query = select(deltas.c.entity, deltas.c.status, func.sum(deltas.c.delta), func.count()).group_by(
+        deltas.c.entity, deltas.c.status
+    )
+    found: dict[tuple[str, str], int] = {}
+    rows = 0
+    for entity, status, total, summed in (await conn.execute(query)).all():
+        found[(str(entity), str(status))] = int(total)
+        rows += int(summed)
+    return found, rows
+
+
+async def oldest_queued_at(conn: AsyncConnection, priorities: Sequence[str]) -> datetime | None:
+    """When the longest-waiting queued task was queued: the first entry of each priority's run in
+    ix_tasks_status_priority_queued_at_id (one index probe per priority, in one statement).
+
+    `ORDER BY queued_at` over all queued tasks would walk every queued task's entry in that index, or
+    ix_tasks_queued_at_id past every finished task older than the oldest queued one."""
+    tasks = t.tasks
+    firsts = [
+        select(tasks.c.queued_at)
+        .where(tasks.c.status == "queued", tasks.c.priority == priority)
+        .order_by(tasks.c.queued_at)
+        .limit(1)
+        .scalar_subquery()
+        for priority in priorities
+    ]
+    if not firsts:
+        return None
+    row = (await conn.execute(select(*firsts))).one()
+    found = [value for value in row if value is not None]
+    return min(found) if found else None
+
 
 # --- the resources/list walk -------------------------------------------------------------
 
@@ -21,26 +116,21 @@ async def running_tasks(
     tasks = t.tasks
     query = select(tasks).where(tasks.c.status == "running")
     if after is not None:
-        priority, queued_at, task_id = after
-        query = query.where(
-            or_(
-                tasks.c.priority > priority,
-                and_(tasks.c.priority == priority, tasks.c.queued_at > queued_at),
-                and_(tasks.c.priority == priority, tasks.c.queued_at == queued_at, tasks.c.id > task_id),
-            )
-        )
-    query = query.order_by(tasks.c.priority, tasks.c.queued_at, tasks.c.id).limit(limit)
+        query = query.where(_past(after))
+    query = query.order_by(*_CLAIM_ORDER).limit(limit)
     return (await conn.execute(query)).mappings().all()
 
 
 async def recent_tasks(conn: AsyncConnection, after: tuple[datetime, str] | None, limit: int) -> Sequence[RowMapping]:
-    """Every task that is not running, newest first (queued_at never changes, so the keyset is stable)."""
+    """Every task that is not running, newest first (queued_at never changes, so the keyset is stable).
+    A backward walk of ix_tasks_queued_at_id; the row-value bound is an index condition, not a filter."""
     tasks = t.tasks
     query = select(tasks).where(tasks.c.status != "running")
     if after is not None:
         queued_at, task_id = after
         query = query.where(
-            or_(tasks.c.queued_at < queued_at, and_(tasks.c.queued_at == queued_at, tasks.c.id < task_id))
+            tuple_(tasks.c.queued_at, tasks.c.id)
+            < tuple_(literal(queued_at, UTCDateTime()), literal(task_id, String()))
         )
     query = query.order_by(tasks.c.queued_at.desc(), tasks.c.id.desc()).limit(limit)
     return (await conn.execute(query)).mappings().all()

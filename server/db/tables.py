@@ -117,7 +117,7 @@ tasks = Table(
     Column("error", Text, nullable=True),
     # Claim-next and the queue listing walk queued tasks in this order.
     Index("ix_tasks_status_priority_queued_at_id", "status", "priority", "queued_at", "id"),
-    Index("ix_tasks_operation_status_priority_queued_at", "operation", "status", "priority", "queued_at"),
+    Index("ix_tasks_operation_status_priority_queued_at_id", "operation", "status", "priority", "queued_at", "id"),
     # resources/list and completions walk tasks newest first.
     Index("ix_tasks_queued_at_id", "queued_at", "id"),
 )
@@ -221,6 +221,23 @@ audit_log = Table(
     Column("after", Json, nullable=True),
     Column("trace_id", ID, nullable=True),
     Index("ix_audit_log_entity_kind_entity_id_id", "entity_kind", "entity_id", "id"),
+)
+
+# Derived: how many tasks are in each status and how many evidence packs in each review state, kept by
+# triggers on tasks and evidence_packs (migration 0004) so that queue statistics never scan either table.
+# The triggers only ever INSERT a delta row; concurrent writers never lock each other here (an UPDATEd
+# counter row would serialise every claim, and two counters updated in opposite orders would deadlock).
+# A count is SUM(delta) over its rows; the sweeper folds the rows into one per count (server/db/leases.py).
+# `jct db copy` skips derived tables: the triggers of the target database rebuild them.
+count_deltas = Table(
+    "count_deltas",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    # "task" (tasks.status) or "review" (evidence_packs.review_state)
+    Column("entity", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("delta", Integer, nullable=False),
+    info={"derived": True},
 )
 
 tokens = Table(

@@ -130,13 +130,13 @@ async def test_a_crash_is_internal_error_with_a_logged_correlation_id(
     try:
         # Something no caller could cause or avoid: a table vanishes under the running server.
         async with core.db.write() as conn:
-            await conn.execute(text("ALTER TABLE evidence_packs RENAME TO evidence_packs_gone"))
+            await conn.execute(text("ALTER TABLE count_deltas RENAME TO count_deltas_gone"))
         async with connect(core=core) as client:
             body = await error(client, "jct_queue_stats")
     finally:
         await core.db.dispose()
     assert body["code"] == "INTERNAL_ERROR"
-    assert "evidence_packs" not in body["message"]
+    assert "count_deltas" not in body["message"]
     correlation = body["message"].split("correlation id ")[1].split(")")[0]
     assert any(correlation in record.getMessage() for record in caplog.records)
 
