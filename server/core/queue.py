@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import RowMapping
@@ -301,6 +302,9 @@ async def _claim(
         operation=operation,
         repo_prefix=repo_prefix,
     )
+    if core.db.is_sqlite and core.settings.auth != "token":
+        # BEGIN IMMEDIATE, the claim and COMMIT as one call on aiosqlite's thread (server/db/claims.py).
+        return await core.db.write_in_one_call(partial(claims.claim_on_sqlite_thread, req=request))
     claim = claims.claim_sqlite if core.db.is_sqlite else claims.claim_postgres
     async with core.db.write() as conn:
         if core.settings.auth == "token":

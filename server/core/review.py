@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -12,19 +13,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core import prover, results, views
 from server.core.models import Actor, Decision, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
-from server.db import queries
+from server.db import changes, queries
 from server.errors import ErrorCode, JctError, invalid
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
 
 
-async def settle_completion(
+def settle_completion(
     core: Core,
-    conn: AsyncConnection,
     actor: Actor,
     *,
-    task: RowMapping,
-    run: RowMapping,
+    task: Mapping[str, Any],
+    run: Mapping[str, Any],
     evidence: prover.Evidence,
     success: bool,
     summary: str,
@@ -32,8 +32,8 @@ async def settle_completion(
     error_message: str | None,
     telemetry: dict[str, Any] | None,
     ts: ColumnElement[datetime],
-) -> results.Completion:
-    """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: all in the caller's transaction."""
+) -> tuple[list[changes.Write], results.Completion]:
+    """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: the writes, made in the fenced change."""
     pack_id = new_id()
     auto = (
         success and core.settings.review_auto_approve and evidence.verdict in core.settings.review_auto_approve_verdicts
@@ -45,60 +45,53 @@ async def settle_completion(
     else:
         run_status, issue_status, task_status, review_state = "under_review", "under_review", "completed", "pending"
 
-    await queries.insert_evidence_pack(
-        conn,
-        {
-            "id": pack_id,
-            "run_id": run["id"],
-            "task_id": task["id"],
-            "issue_id": task["issue_id"],
-            "verdict": evidence.verdict,
-            "verdict_reason": evidence.verdict_reason,
-            "checks": [asdict(check) for check in evidence.checks],
-            "criteria_results": [
-                {"criterion": c.criterion, "status": c.status, "evidence": list(c.evidence), "note": c.note}
-                for c in evidence.criteria_results
-            ],
-            "evidence_collected": list(evidence.evidence_collected),
-            "evidence_missing": list(evidence.evidence_missing),
-            "prover_id": prover.PROVER_ID,
-            "review_state": review_state,
-            "created_at": ts,
-        },
-    )
     failure = {"error_message": error_message} if not success and error_message else None
-    await queries.update_run(
-        conn,
-        run["id"],
-        {
-            "status": run_status,
-            "ended_at": ts,
-            "summary": summary,
-            "outputs": outputs,
-            "telemetry": telemetry,
-            "failure": failure,
-        },
-        status_in=("running",),
-    )
-    moved = await queries.update_task(
-        conn,
-        task["id"],
-        {
-            "status": task_status,
-            "active_run_id": None,
-            "completed_at": ts,
-            "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
-            "error": error_message if not success else None,
-        },
-        status_in=("running",),
-    )
-    if moved is None:
-        # Cancelled (or otherwise ended) while this completion waited for its row: record nothing.
-        raise JctError(
-            ErrorCode.TASK_NOT_CLAIMED,
-            f"Task {task['id']} ended while completing (it was cancelled or expired); nothing was recorded.",
-            "Use jct_get_task to see where the task stands.",
-        )
+    writes: list[changes.Write] = [
+        changes.insert_evidence_pack(
+            {
+                "id": pack_id,
+                "run_id": run["id"],
+                "task_id": task["id"],
+                "issue_id": task["issue_id"],
+                "verdict": evidence.verdict,
+                "verdict_reason": evidence.verdict_reason,
+                "checks": [asdict(check) for check in evidence.checks],
+                "criteria_results": [
+                    {"criterion": c.criterion, "status": c.status, "evidence": list(c.evidence), "note": c.note}
+                    for c in evidence.criteria_results
+                ],
+                "evidence_collected": list(evidence.evidence_collected),
+                "evidence_missing": list(evidence.evidence_missing),
+                "prover_id": prover.PROVER_ID,
+                "review_state": review_state,
+                "created_at": ts,
+            }
+        ),
+        changes.update_run(
+            run["id"],
+            {
+                "status": run_status,
+                "ended_at": ts,
+                "summary": summary,
+                "outputs": outputs,
+                "telemetry": telemetry,
+                "failure": failure,
+            },
+            status_in=("running",),
+        ),
+        # Cancelled (or otherwise ended) while this completion waited for its row: nothing is recorded.
+        changes.update_task(
+            task["id"],
+            {
+                "status": task_status,
+                "active_run_id": None,
+                "completed_at": ts,
+                "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
+                "error": error_message if not success else None,
+            },
+            status_in=("running",),
+        ),
+    ]
     trace = task["trace_id"]
     audit = [
         audit_row(
@@ -122,7 +115,7 @@ async def settle_completion(
         ),
     ]
     if task["issue_id"] is not None:
-        await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
+        writes.append(changes.update_issue(task["issue_id"], {"status": issue_status, "updated_at": ts}))
         audit.append(
             audit_row(actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace)
         )
@@ -130,21 +123,22 @@ async def settle_completion(
     if auto:
         review_id = new_id()
         reason = f"auto-approved: verdict {evidence.verdict} is in JCT_REVIEW_AUTO_APPROVE_VERDICTS"
-        await queries.insert_review_decision(
-            conn,
-            {
-                "id": review_id,
-                "evidence_pack_id": pack_id,
-                "decision": "approved",
-                "reason": reason,
-                "reviewer": POLICY.executor(),
-                "created_at": ts,
-            },
+        writes.append(
+            changes.insert_review_decision(
+                {
+                    "id": review_id,
+                    "evidence_pack_id": pack_id,
+                    "decision": "approved",
+                    "reason": reason,
+                    "reviewer": POLICY.executor(),
+                    "created_at": ts,
+                }
+            )
         )
         audit.append(
             audit_row(POLICY, "review.submitted", "EvidencePack", pack_id, None, {"decision": "approved"}, trace)
         )
-    await queries.insert_audit(conn, audit)
+    writes.append(changes.insert_audit(audit))
 
     if not success:
         outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
@@ -154,7 +148,7 @@ async def settle_completion(
         outcome = results.ReviewOutcome(
             status="awaiting_manual_review", message="Task completed but requires manual review before approval."
         )
-    return results.Completion(
+    return writes, results.Completion(
         task_id=task["id"],
         task_status=task_status,
         run_id=run["id"],

@@ -7,11 +7,12 @@ must be the task's active run with a live lease. Passing it renews the lease.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import anyio
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,12 +28,13 @@ from server.core.models import (
     parse_id,
 )
 from server.core.service import Core, audit_row
-from server.db import queries
+from server.db import changes, queries
 from server.errors import ErrorCode, JctError, invalid
 
 TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
 PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
+R = TypeVar("R")
 
 
 async def get_context(core: Core, task_id: str) -> results.TaskContext:
@@ -113,6 +115,19 @@ async def _fence_error(conn: AsyncConnection, actor: Actor, task_id: str) -> Jct
     )
 
 
+async def _fenced_change(
+    core: Core, actor: Actor, task_id: str, decide: changes.Decide[R], *, completion: bool = False
+) -> R | None:
+    """Pass the fence and make `decide`'s writes in one transaction, in as few trips as the dialect allows
+    (server/db/changes.py). None if the fence refused; nothing was written then."""
+    fence = changes.Fence(task_id, actor.actor_id, core.now(), core.lease_expiry())
+    if core.db.is_sqlite:
+        change = partial(changes.change_sqlite, fence=fence, decide=decide, completion=completion)
+        return await core.db.write_in_one_call(change)
+    async with core.db.write() as conn:
+        return await changes.change_postgres(conn, fence, decide, completion=completion)
+
+
 # --- report ------------------------------------------------------------------------------
 
 
@@ -149,45 +164,48 @@ async def report_artifact(
         _check_uri(uri)
     ts = core.now()
     artifact_id = new_id()
-    async with core.db.write() as conn:
-        run = await _fence(core, conn, actor, task_id)
+
+    def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.ArtifactReported]:
+        run = facts.run
         size = digest = None
         stored_uri = uri
         if data is not None:
-            stored = await anyio.to_thread.run_sync(core.store.write, run["id"], title, data)
+            stored = core.store.write(run["id"], title, data)  # off the event loop (server/db/changes.py)
             stored_uri, size, digest = stored.uri, stored.size_bytes, stored.sha256
         assert stored_uri is not None
-        await queries.insert_artifact(
-            conn,
-            {
-                "id": artifact_id,
-                "run_id": run["id"],
-                "task_id": task_id,
-                "title": title,
-                "type": kind.value,
-                "media_type": media_type,
-                "uri": stored_uri,
-                "stored": data is not None,
-                "size_bytes": size,
-                "sha256": digest,
-                "created_at": ts,
-            },
-        )
+        artifact = {
+            "id": artifact_id,
+            "run_id": run["id"],
+            "task_id": task_id,
+            "title": title,
+            "type": kind.value,
+            "media_type": media_type,
+            "uri": stored_uri,
+            "stored": data is not None,
+            "size_bytes": size,
+            "sha256": digest,
+            "created_at": ts,
+        }
         after = {"run_id": run["id"], "type": kind.value, "title": title, "size_bytes": size}
-        await queries.insert_audit(
-            conn, [audit_row(actor, "artifact.reported", "Artifact", artifact_id, None, after, None)]
+        audit = [audit_row(actor, "artifact.reported", "Artifact", artifact_id, None, after, None)]
+        reported = results.ArtifactReported(
+            artifact_id=artifact_id,
+            task_id=task_id,
+            run_id=run["id"],
+            title=title,
+            type=kind.value,
+            uri=stored_uri,
+            size_bytes=size,
+            sha256=digest,
+            lease_expires_at=run["lease_expires_at"],
         )
-    return results.ArtifactReported(
-        artifact_id=artifact_id,
-        task_id=task_id,
-        run_id=run["id"],
-        title=title,
-        type=kind.value,
-        uri=stored_uri,
-        size_bytes=size,
-        sha256=digest,
-        lease_expires_at=run["lease_expires_at"],
-    )
+        return [changes.insert_artifact(artifact), changes.insert_audit(audit)], reported
+
+    reported = await _fenced_change(core, actor, task_id, decide)
+    if reported is None:
+        async with core.db.read() as conn:
+            raise await _fence_error(conn, actor, task_id)
+    return reported
 
 
 def _check_title(title: str) -> None:
@@ -274,19 +292,10 @@ async def complete_task(
         raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
 
     ts = core.now()
-    async with core.db.write() as conn:
-        try:
-            run = await _fence(core, conn, actor, task_id)
-        except JctError:
-            recorded = await _recorded_outcome(conn, actor, task_id)
-            if recorded is not None:
-                return recorded
-            raise
-        task = await _task(conn, task_id)
-        packet = await queries.latest_context_packet(conn, task["issue_id"]) if task["issue_id"] else None
-        criteria = tuple(packet["acceptance_criteria"]) if packet is not None else ()
-        claims = prover.resolve_claims(criteria, criteria_results or [])
-        artifacts = await queries.artifacts_of_run(conn, run["id"])
+
+    def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Completion]:
+        task, run = facts.task, facts.run
+        criteria = facts.acceptance_criteria
         evidence = prover.prove(
             prover.ProverInput(
                 operation=task["operation"],
@@ -295,13 +304,12 @@ async def complete_task(
                 time_budget_seconds=task["time_budget_seconds"],
                 duration_seconds=(datetime.now(UTC) - run["started_at"]).total_seconds(),
                 acceptance_criteria=criteria,
-                claims=claims,
-                artifacts=tuple([await _prover_artifact(core, a) for a in artifacts]),
+                claims=prover.resolve_claims(criteria, criteria_results or []),
+                artifacts=tuple(_prover_artifact(core, a) for a in facts.artifacts),
             )
         )
-        outcome = await review.settle_completion(
+        return review.settle_completion(
             core,
-            conn,
             actor,
             task=task,
             run=run,
@@ -313,16 +321,30 @@ async def complete_task(
             telemetry=checked_telemetry,
             ts=ts,
         )
-    return outcome
+
+    try:
+        outcome = await _fenced_change(core, actor, task_id, decide, completion=True)
+    except changes.RowMissed:
+        raise JctError(
+            ErrorCode.TASK_NOT_CLAIMED,
+            f"Task {task_id} ended while completing (it was cancelled or expired); nothing was recorded.",
+            "Use jct_get_task to see where the task stands.",
+        ) from None
+    if outcome is not None:
+        return outcome
+    # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
+    async with core.db.read() as conn:
+        recorded = await _recorded_outcome(conn, actor, task_id)
+        if recorded is not None:
+            return recorded
+        raise await _fence_error(conn, actor, task_id)
 
 
-async def _prover_artifact(core: Core, row: RowMapping) -> prover.ProverArtifact:
+def _prover_artifact(core: Core, row: Mapping[str, Any]) -> prover.ProverArtifact:
+    """Called off the event loop: it reads stored content."""
     content = None
     if row["stored"] and row["type"] in PROVED_CONTENT:
-        text, _total, _more = await anyio.to_thread.run_sync(
-            core.store.read_text, row["uri"], 0, core.settings.max_artifact_bytes
-        )
-        content = text
+        content, _total, _more = core.store.read_text(row["uri"], 0, core.settings.max_artifact_bytes)
     return prover.ProverArtifact(id=row["id"], type=row["type"], title=row["title"], content=content)
 
 

@@ -18,6 +18,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server.db.rawsqlite import sqlite_time
+
 
 @dataclass(frozen=True)
 class ClaimRequest:
@@ -174,18 +176,15 @@ async def claim_sqlite(conn: AsyncConnection, req: ClaimRequest) -> dict[str, An
     raw = await conn.get_raw_connection()
     driver = raw.driver_connection
     assert driver is not None
-    row: dict[str, Any] | None = await driver._execute(_claim_on_sqlite_thread, driver._conn, req)
+    row: dict[str, Any] | None = await driver._execute(claim_on_sqlite_thread, driver._conn, req)
     return row
 
 
-def _sqlite_time(value: datetime) -> str:
-    # The storage format of SQLAlchemy's SQLite DateTime, which UTCDateTime stores naive UTC in.
-    return value.astimezone(UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def _claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[str, Any] | None:
+def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[str, Any] | None:
+    """The claim's statements, on aiosqlite's thread inside BEGIN IMMEDIATE: from claim_sqlite, or as
+    the whole transaction through Database.write_in_one_call (one hop instead of three)."""
     now = datetime.now(UTC)
-    stamp = _sqlite_time(now)
+    stamp = sqlite_time(now)
     params: list[Any] = [stamp, req.run_id]
     if req.task_id is not None:
         target = "id = ?"
@@ -223,7 +222,7 @@ def _claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[s
             json.dumps(req.executor),
             req.actor_id,
             attempt,
-            _sqlite_time(lease_expires_at),
+            sqlite_time(lease_expires_at),
             stamp,
             req.artifact_root_uri,
         ),

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from sqlalchemy import ColumnElement, Float, event, func, literal
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+from sqlalchemy.util import await_
 
 from server.db.types import UTCDateTime
+
+T = TypeVar("T")
 
 CONNECT_TIMEOUT = 10.0
 SQLITE_PRAGMAS = (
@@ -37,7 +41,8 @@ class Database:
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            options.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=120)
+            # The reset hook below rolls back only a connection left inside a transaction.
+            options.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=120, pool_reset_on_return=None)
         else:
             options.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=120, pool_recycle=1800)
             options["connect_args"] = {"timeout": CONNECT_TIMEOUT}
@@ -70,6 +75,24 @@ class Database:
             async with self._reader.begin() as conn:
                 yield conn
 
+    async def write_in_one_call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """SQLite: a whole write transaction (BEGIN IMMEDIATE, `work`, COMMIT) as ONE call on the
+        connection's aiosqlite thread, where `work` runs plain sqlite3 (server/db/rawsqlite.py).
+
+        Every statement through SQLAlchemy is several hops to that thread and back (cursor, execute,
+        fetch, close); this is one. If `work` raises, the transaction is rolled back and the error
+        re-raised here. `work` may block (file I/O): it holds only this connection's thread.
+        """
+        assert self._write_lock is not None, "SQLite only"
+        async with self._write_lock:
+            with self._uncancellable():
+                async with self.engine.connect() as conn:
+                    raw = await conn.get_raw_connection()
+                    driver = raw.driver_connection
+                    assert driver is not None
+                    result: T = await driver._execute(_transaction, driver._conn, work)
+                    return result
+
     def _uncancellable(self) -> AbstractContextManager[Any]:
         """A transaction, once begun, runs to its end even if its caller is cancelled.
 
@@ -99,7 +122,30 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
     def _on_begin(conn: Connection) -> None:
         # A deferred BEGIN that later writes fails with SQLITE_BUSY instead of waiting.
         read_only = conn.get_execution_options().get("deferred_begin", False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        # Straight to the driver: one hop to aiosqlite's thread, where exec_driver_sql takes three.
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        await_(driver.execute("BEGIN" if read_only else "BEGIN IMMEDIATE"))
+
+    @event.listens_for(engine.sync_engine, "reset")
+    def _on_reset(dbapi_connection: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
+        # A connection back in the pool is rolled back only if a transaction is still open on it:
+        # after a COMMIT (nearly always) that would be a hop to the driver's thread for nothing.
+        driver = record.driver_connection
+        if state.asyncio_safe and not state.transaction_was_reset and driver is not None and driver.in_transaction:
+            dbapi_connection.rollback()
+
+
+def _transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """On aiosqlite's thread: `work` inside BEGIN IMMEDIATE ... COMMIT, rolled back if it raises."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(db)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return result
 
 
 def db_now(db: Database) -> ColumnElement[datetime]:

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, RowMapping, and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import ReturningUpdate
 
 from server.db import tables as t
 
@@ -220,8 +221,17 @@ async def renew_lease(
     expires: ColumnElement[datetime],
 ) -> RowMapping | None:
     """The fence: the caller's run must be the task's active run with a live lease. Renews it and locks the row."""
+    row: RowMapping | None = (
+        (await conn.execute(renew_lease_statement(task_id, actor_id, now, expires))).mappings().first()
+    )
+    return row
+
+
+def renew_lease_statement(
+    task_id: str, actor_id: str, now: ColumnElement[datetime], expires: ColumnElement[datetime]
+) -> ReturningUpdate[Any]:
     active = select(t.tasks.c.active_run_id).where(t.tasks.c.id == task_id).scalar_subquery()
-    stmt = (
+    return (
         update(t.runs)
         .where(
             t.runs.c.id == active,
@@ -233,8 +243,6 @@ async def renew_lease(
         .values(lease_expires_at=expires)
         .returning(t.runs)
     )
-    row: RowMapping | None = (await conn.execute(stmt)).mappings().first()
-    return row
 
 
 async def count_running_claims(conn: AsyncConnection, actor_id: str) -> int:
@@ -291,10 +299,6 @@ async def count_expired_leases(conn: AsyncConnection, now: ColumnElement[datetim
 # --- artifacts and evidence --------------------------------------------------------------
 
 
-async def insert_artifact(conn: AsyncConnection, values: Values) -> None:
-    await conn.execute(insert(t.artifacts).values(values))
-
-
 async def get_artifact(conn: AsyncConnection, artifact_id: str) -> RowMapping | None:
     return (await conn.execute(select(t.artifacts).where(t.artifacts.c.id == artifact_id))).mappings().first()
 
@@ -302,10 +306,6 @@ async def get_artifact(conn: AsyncConnection, artifact_id: str) -> RowMapping | 
 async def artifacts_of_run(conn: AsyncConnection, run_id: str) -> Sequence[RowMapping]:
     query = select(t.artifacts).where(t.artifacts.c.run_id == run_id).order_by(t.artifacts.c.created_at)
     return (await conn.execute(query)).mappings().all()
-
-
-async def insert_evidence_pack(conn: AsyncConnection, values: Values) -> None:
-    await conn.execute(insert(t.evidence_packs).values(values))
 
 
 async def get_evidence_pack(conn: AsyncConnection, pack_id: str) -> RowMapping | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,7 +34,45 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
     # auto-generated "title" keys, which only repeat the property names.
     for tool in server._tool_manager.list_tools():
         _strip_titles(tool.parameters)
+        if tool.fn_metadata.output_schema is not None:
+            tool.fn_metadata.output_schema = _flat_output_schema(tool.fn_metadata.output_schema)
     return toolset_of
+
+
+# Keywords that constrain only objects, arrays or strings, so a null passes them anyway.
+_NULL_PASSES = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "format", "title", "description"}
+)
+
+
+def _flat_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The same results, described for cheap checking: the SDK client validates every call's
+    structuredContent against the output schema with jsonschema, whose cost grows with each
+    $ref it resolves and each anyOf it tries. So $defs are inlined, and a nullable field,
+    anyOf [X, null], is written as X with type [X's type, "null"]."""
+    definitions = schema.get("$defs", {})
+
+    def flat(node: Any, depth: int = 0) -> Any:
+        if isinstance(node, list):
+            return [flat(item, depth) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1 and depth < 10:
+            return flat(definitions[ref.removeprefix("#/$defs/")], depth + 1)
+        out = {key: flat(value, depth) for key, value in node.items() if key != "$defs"}
+        options = out.get("anyOf")
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            other = options[0] if options[1] == {"type": "null"} else options[1]
+            if isinstance(other, dict) and isinstance(other.get("type"), str) and set(other) <= _NULL_PASSES:
+                del out["anyOf"]
+                return {**other, **out, "type": [other["type"], "null"]}
+        return out
+
+    flattened: dict[str, Any] = flat(schema)
+    if '"$ref"' in json.dumps(flattened):
+        return schema  # a recursive model: keep the schema as the SDK built it
+    return flattened
 
 
 def _strip_titles(schema: Any) -> None:
