@@ -214,7 +214,7 @@ async def drain(core: Core, claim: Claimer, workers: int, claims: int) -> float:
 
 
 async def bench_dialect(dialect: str, url: str, args: argparse.Namespace, home: Path) -> list[dict[str, Any]]:
-    settings = Settings(_env_file=None, database_url=url, home=home, trace_root=home / "traces")  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, database_url=url, home=home, trace_root=home / "traces")
     rows = []
     for workers in args.workers:
         core = Core.build(settings)  # a fresh engine per cell: the default pool a server would run with

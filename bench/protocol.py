@@ -1,6 +1,6 @@
 """JCT's tool calls beside the protocol floor: a trivial `echo` tool on the same server, SDK and transport.
 
-One uvicorn server (a subprocess running `create_app` with an extra `echo` tool) and N concurrent
+One server (bench/echo_server.py: a subprocess running `create_app` with an extra `echo` tool) and N concurrent
 `mcp.Client`s over streamable HTTP (the 2025 `initialize` handshake by default, as Claude Code speaks;
 `--mode modern` for 2026-07-28). For each N, every client starts each phase together and makes its share
 of `--calls` calls; each call is timed:
@@ -13,9 +13,11 @@ of `--calls` calls; each call is timed:
 "cost vs echo" is echo calls/s divided by the call's calls/s at the same concurrency (1.0 = free; DESIGN
 section 9 asks for at most 1.5). Clients and server share the machine, so read ratios, not absolutes.
 
-    python bench/protocol.py                                 # SQLite, 1/10/50 clients, 600 calls per cell
-    python bench/protocol.py --concurrency 1,10 --calls 200 --mode modern
-    python bench/protocol.py --database-url postgresql://postgres@127.0.0.1:5432/bench   # an empty database
+Each dialect gets a fresh database (SQLite in a temp directory; PostgreSQL created on
+JCT_BENCH_POSTGRES_URL's server and dropped after), bulk-loaded by bench/scale.py.
+
+    python bench/protocol.py                                 # both dialects, 1/10/50 clients, 600 calls per cell
+    python bench/protocol.py --concurrency 1,10 --calls 200 --mode modern --dialects sqlite
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import logging
 import math
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,47 +34,17 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp import Client
-from pydantic import BaseModel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import free_port, tool, wait_ready
+from common import add_database_arguments, bulk_load, check_dialects, fresh_database, servers, tool
 
-from server.config import Settings
-from server.core import queue
-from server.core.models import Actor
-from server.core.service import Core
-from server.db.migrate import upgrade
-
-ADMIN = Actor(actor_id="bench", actor_kind="human", admin=True)
 ARTIFACT = ("bench log line " * 73)[:1023] + "\n"  # 1 KiB
 CALLS = ("echo", "jct_claim_next", "jct_report_artifact", "jct_complete_task")
-
-
-# --- the server ------------------------------------------------------------------------------
-
-
-class Echoed(BaseModel):
-    text: str
-
-
-async def echo(text: str) -> Echoed:
-    """Return the text unchanged (the benchmark's protocol floor)."""
-    return Echoed(text=text)
-
-
-def serve(port: int, database_url: str, home: Path) -> None:
-    import uvicorn
-
-    from server.app import create_app
-
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
-    settings = Settings(_env_file=None, database_url=database_url, home=home, log_level="WARNING")
-    app = create_app(settings, extend=lambda mcp: mcp.add_tool(echo, name="echo"))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_config=None, log_level="warning", access_log=False)
 
 
 # --- the clients -----------------------------------------------------------------------------
@@ -157,18 +128,6 @@ async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str
 # --- orchestration ---------------------------------------------------------------------------
 
 
-async def load_queue(settings: Settings, count: int) -> None:
-    core = Core.build(settings)
-    try:
-        await upgrade(core.db)
-        for n in range(count):
-            await queue.enqueue_task(
-                core, ADMIN, objective=f"Bench task {n}", operation="analysis", target_repo="bench/repo"
-            )
-    finally:
-        await core.db.dispose()
-
-
 def table(results: dict[int, dict[str, Cell]]) -> str:
     lines = [
         "| clients | call | calls/s | p50 ms | p99 ms | cost vs echo | p50 vs echo |",
@@ -187,64 +146,47 @@ def table(results: dict[int, dict[str, Cell]]) -> str:
     return "\n".join(lines)
 
 
+def tasks_needed(levels: list[int], calls: int) -> int:
+    return sum(2 * max(1, math.ceil(calls / n)) * n + n for n in levels) + 10
+
+
+async def run(
+    dialect: str, levels: list[int], calls: int, mode: str, home: Path, postgres_url: str, log: Any = print
+) -> dict[int, dict[str, Cell]]:
+    """A fresh database of `dialect`, one bench server on it, the queue bulk-loaded; every level measured."""
+    results: dict[int, dict[str, Cell]] = {}
+    async with fresh_database(dialect, home, postgres_url) as url, servers(url, home / dialect, 1) as procs:
+        await bulk_load(url, tasks_needed(levels, calls))
+        for concurrency in levels:
+            started = time.perf_counter()
+            results[concurrency] = await measure(f"{procs[0][1]}/mcp", concurrency, calls, mode)
+            log(f"  protocol {dialect} {concurrency} client(s) in {time.perf_counter() - started:.1f}s")
+    return results
+
+
 async def main_async(args: argparse.Namespace) -> None:
     levels = [int(part) for part in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory(prefix="jct-bench-") as tmp:
-        home = Path(tmp)
-        database_url = args.database_url or f"sqlite:///{home / 'bench.db'}"
-        settings = Settings(_env_file=None, database_url=database_url, home=home)
-        needed = sum(2 * max(1, math.ceil(args.calls / n)) * n + n for n in levels) + 10
-        started = time.perf_counter()
-        await load_queue(settings, needed)
-        print(f"loaded {needed} tasks in {time.perf_counter() - started:.1f}s", file=sys.stderr)
-
-        port = free_port()
-        command = [sys.executable, __file__, "serve", "--port", str(port), "--database-url", database_url]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JCT_")}
-        log = (home / "server.log").open("wb")
-        process = subprocess.Popen([*command, "--home", str(home)], env=env, stdout=log, stderr=log)
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            await wait_ready(process, base_url)
-            results: dict[int, dict[str, Cell]] = {}
-            for concurrency in levels:
-                started = time.perf_counter()
-                results[concurrency] = await measure(f"{base_url}/mcp", concurrency, args.calls, args.mode)
-                print(f"{concurrency} client(s) in {time.perf_counter() - started:.1f}s", file=sys.stderr)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            log.close()
-    dialect = settings.database_url.split("+", 1)[0]
-    era = "2025-11-25 handshake (legacy)" if args.mode == "legacy" else "2026-07-28 (modern)"
-    print(
-        f"Streamable HTTP, {era}; {dialect}; mcp {version('mcp')}; Python {platform.python_version()}; "
-        f"{os.cpu_count()} CPUs; {args.calls} calls per cell; clients and server on one machine.\n"
-    )
-    print(table(results))
+        for dialect in args.dialects:
+            results = await run(dialect, levels, args.calls, args.mode, Path(tmp), args.postgres_url)
+            era = "2025-11-25 handshake (legacy)" if args.mode == "legacy" else "2026-07-28 (modern)"
+            print(
+                f"\nStreamable HTTP, {era}; {dialect}; mcp {version('mcp')}; Python {platform.python_version()}; "
+                f"{os.cpu_count()} CPUs; {args.calls} calls per cell; clients and server on one machine.\n"
+            )
+            print(table(results))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command")
-    server = sub.add_parser("serve", help="(internal) run the bench server")
-    server.add_argument("--port", type=int, required=True)
-    server.add_argument("--database-url", required=True)
-    server.add_argument("--home", type=Path, required=True)
     parser.add_argument("--concurrency", default="1,10,50", help="comma-separated client counts")
     parser.add_argument("--calls", type=int, default=600, help="calls per (call, concurrency) cell")
     parser.add_argument("--mode", choices=["legacy", "modern"], default="legacy")
-    parser.add_argument("--database-url", default="", help="default: SQLite in a temp directory")
+    add_database_arguments(parser)
     args = parser.parse_args()
-    if args.command == "serve":
-        serve(args.port, args.database_url, args.home)
-    else:
-        logging.basicConfig(level=logging.WARNING)
-        anyio.run(main_async, args)
+    check_dialects(parser, args)
+    logging.basicConfig(level=logging.WARNING)
+    anyio.run(main_async, args)
 
 
 if __name__ == "__main__":
