@@ -49,7 +49,7 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import add_database_arguments, admin, check_dialects, free_port, tool, wait_ready
+from common import add_database_arguments, admin, check_dialects, cpu_seconds, free_port, rss_kib, tool, wait_ready
 
 from server.config import async_database_url
 
@@ -60,21 +60,6 @@ POLL_INTERVAL = 0.25  # the server's JCT_NOTIFY_INTERVAL_SECONDS (its default; t
 
 
 # --- the server ----------------------------------------------------------------------------------
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc/<pid>/stat (clock-tick resolution)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(database_url: str, home: Path, port: int) -> subprocess.Popen[bytes]:
