@@ -68,32 +68,6 @@ def _task_order() -> tuple[ColumnElement[Any], ...]:
     return (t.tasks.c.priority.asc(), t.tasks.c.queued_at.asc(), t.tasks.c.id.asc())
 
 
-async def list_tasks(
-    conn: AsyncConnection,
-    status: str | None,
-    operation: str | None,
-    after: tuple[str, datetime, str] | None,
-    limit: int,
-) -> Sequence[RowMapping]:
-    """Keyset pagination in claim order (priority, age, id): no OFFSET, so page 1,000 costs what page 1 does."""
-    query = select(t.tasks)
-    if status is not None:
-        query = query.where(t.tasks.c.status == status)
-    if operation is not None:
-        query = query.where(t.tasks.c.operation == operation)
-    if after is not None:
-        priority, queued_at, task_id = after
-        query = query.where(
-            or_(
-                t.tasks.c.priority > priority,
-                and_(t.tasks.c.priority == priority, t.tasks.c.queued_at > queued_at),
-                and_(t.tasks.c.priority == priority, t.tasks.c.queued_at == queued_at, t.tasks.c.id > task_id),
-            )
-        )
-    query = query.order_by(*_task_order()).limit(limit)
-    return (await conn.execute(query)).mappings().all()
-
-
 async def update_task(
     conn: AsyncConnection, task_id: str, values: Values, *, status_in: Sequence[str] | None = None
 ) -> RowMapping | None:
@@ -116,20 +90,6 @@ async def cancel_task_row(
     )
     row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()
     return row
-
-
-async def count_tasks_by_status(conn: AsyncConnection) -> dict[str, int]:
-    rows = await conn.execute(select(t.tasks.c.status, func.count()).group_by(t.tasks.c.status))
-    return {str(status): int(count) for status, count in rows.all()}
-
-
-async def oldest_queued_at(conn: AsyncConnection) -> datetime | None:
-    query = select(t.tasks.c.queued_at).where(t.tasks.c.status == "queued").order_by(t.tasks.c.queued_at).limit(1)
-    value: datetime | None = (await conn.execute(query)).scalar()
-    return value
-
-
-# --- issues, briefings -------------------------------------------------------------------
 
 
 async def get_issue(conn: AsyncConnection, issue_id: str) -> RowMapping | None:
