@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 import anyio
@@ -93,8 +93,7 @@ class RowMissed(Exception):
 
 def insert_audit(rows: Sequence[Values]) -> Insert:
     """Audit rows; `ts` is informational (the id orders the log), the server's clock, one for the change."""
-    now = datetime.now(UTC)
-    return Insert(t.audit_log, [{**row, "ts": now} for row in rows])
+    return Insert(t.audit_log, queries.stamped(rows))
 
 
 def insert_artifact(values: Values) -> Insert:

@@ -23,8 +23,13 @@ async def insert_audit(conn: AsyncConnection, rows: Sequence[Values]) -> None:
     """One prebuilt statement for every audit write (compiled once, cached). The id orders the log;
     `ts` is informational, so it is the server's clock, taken once for the whole change."""
     if rows:
-        now = datetime.now(UTC)
-        await conn.execute(_INSERT_AUDIT, [{**row, "ts": now} for row in rows])
+        await conn.execute(_INSERT_AUDIT, stamped(rows))
+
+
+def stamped(rows: Sequence[Values]) -> list[dict[str, Any]]:
+    """Audit rows with `ts`: the server's clock, taken once for the whole change."""
+    now = datetime.now(UTC)
+    return [{**row, "ts": now} for row in rows]
 
 
 # --- tasks -------------------------------------------------------------------------------
