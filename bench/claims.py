@@ -199,7 +199,7 @@ async def drain(core: Core, claim: Claimer, workers: int, claims: int) -> float:
 
     async def worker(n: int) -> None:
         nonlocal remaining
-        actor = Actor(actor_id=f"bench-{n}", name=f"bench-{n}")
+        actor = Actor(actor_id=f"bench-{n}", name=f"bench-{n}", session=f"bench-{n}")
         while remaining > 0:
             remaining -= 1
             if not await claim(core, actor):

@@ -56,7 +56,7 @@ from server.config import Settings, async_database_url
 from server.core import observe, queue
 from server.core.models import Actor
 from server.core.service import Core
-from server.db import feed, leases, queries
+from server.db import counts, feed, queries
 from server.db.engine import Database
 from server.db.migrate import upgrade
 from server.resources import listing as resource_listing
@@ -65,7 +65,7 @@ CHUNK = 50_000  # rows generated and written at a time: memory stays flat at any
 OPERATIONS = ("code_change", "docs", "analysis", "ops")
 PRIORITIES = ("P0", "P1", "P2", "P3", "P4")
 REPOS = tuple(f"myorg/service-{n}" for n in range(20))
-BENCH_ACTOR = Actor(actor_id="bench", actor_kind="human", admin=True)
+BENCH_ACTOR = Actor(actor_id="bench", actor_kind="human", admin=True, session="bench")
 
 
 # --- the data ----------------------------------------------------------------------------------
@@ -368,7 +368,7 @@ async def load(database_url: str, n: int, *, seed: int = 0) -> Loaded:
     db = Database(url)
     try:
         async with db.write() as conn:
-            await leases.fold_count_deltas(conn, sqlite=db.is_sqlite)
+            await counts.fold_count_deltas(conn, sqlite=db.is_sqlite)
     finally:
         await db.dispose()
     folded_at = time.perf_counter()

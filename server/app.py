@@ -31,7 +31,7 @@ from server.config import Settings
 from server.core.queue import queue_stats
 from server.core.service import Core
 from server.db.migrate import head_revision, upgrade
-from server.identity import FixedIdentity, Identity, TokenIdentity
+from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import InFlight, JctServer, build_mcp
 from server.metrics import CONTENT_TYPE, Metrics
 from server.notify.hub import NotificationHub
@@ -159,7 +159,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     """The JCT server. `extend` may register more tools on the MCP server before it is mounted (benchmarks)."""
     core = Core.build(settings)  # creating the engine does not connect; the lifespan does
     tokens_on = settings.auth == "token"
-    identity: Identity = TokenIdentity() if tokens_on else FixedIdentity("local")
+    identity: Identity = TokenIdentity() if tokens_on else LocalIdentity()
     metrics = Metrics()
     mcp = build_mcp(core, identity, NotificationHub(metrics))
     if extend is not None:

@@ -31,7 +31,7 @@ from server.db.copy import BATCH_SIZE, CopyError, copy_database
 from server.db.engine import Database
 from server.db.migrate import current_revision, head_revision, upgrade
 from server.errors import ErrorCode, JctError
-from server.identity import FixedIdentity, local_user
+from server.identity import LocalIdentity, local_user
 
 app = typer.Typer(
     help="JCT: a shared work queue for coding agents, served over MCP.",
@@ -280,7 +280,9 @@ async def _serve_stdio(settings: Settings) -> None:
     core = open_core(settings)
     try:
         await prepare_database(core.db, settings.database_url)
-        mcp = build_mcp(core, FixedIdentity(settings.agent_id or local_user()))
+        # Each stdio process is its own agent (`alice-3f2a9c`) unless JCT_AGENT_ID names it.
+        identity = LocalIdentity(settings.agent_id, fixed=True) if settings.agent_id else LocalIdentity(local_user())
+        mcp = build_mcp(core, identity)
         async with anyio.create_task_group() as tg:
             await tg.start(run_background, core, mcp.hub)
             await mcp.run_stdio_async()

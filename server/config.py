@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     review_auto_approve: bool = True
     review_auto_approve_verdicts: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["pass"])
     max_artifact_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    # All the content one run may store in the trace store, however many artifacts it reports.
+    max_run_artifact_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024 * 1024)
     toolsets: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(TOOLSETS))
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # With JCT_AUTH=token: HTTP requests per minute per principal (a token bucket; 429 beyond it).
@@ -83,6 +85,15 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown verdicts {unknown}; choose from {', '.join(VERDICTS)}")
         return value
+
+    @model_validator(mode="after")
+    def _run_cap_holds_one_artifact(self) -> Settings:
+        if self.max_run_artifact_bytes < self.max_artifact_bytes:
+            raise ValueError(
+                f"JCT_MAX_RUN_ARTIFACT_BYTES ({self.max_run_artifact_bytes}) is below JCT_MAX_ARTIFACT_BYTES "
+                f"({self.max_artifact_bytes}): a run could not store even one artifact of the largest size"
+            )
+        return self
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

@@ -1,27 +1,50 @@
 """Who is calling: an Actor for every tool call, whatever the transport, and which tools it may use.
 
-- stdio, and HTTP with JCT_AUTH=none: `FixedIdentity`, one principal for every caller.
+Claims are fenced on the run (server/core/leases.py), and a call without a `run_id` acts on the run its
+caller claimed. So every agent needs its own claimant identity, even when nothing authenticates it:
+
+- stdio, and HTTP with JCT_AUTH=none: `LocalIdentity`. Each connection (a stdio process, a legacy
+  streamable HTTP or SSE session) is its own agent, `local-3f2a9c` or `alice-3f2a9c`, unless
+  JCT_AGENT_ID names it. A stateless 2026-07-28 request has no connection that outlives it: its
+  caller is plain `local`. The principal is `local`: without
+  tokens nothing is authenticated, so the `run_id` a claim returned is what proves a caller claimed.
 - HTTP with JCT_AUTH=token: `TokenIdentity`. The front door (server/auth.py) verifies the bearer token of
   each HTTP request and stores it, as the SDK's `AccessToken`, in the SDK's auth context variable; the SDK
   runs every request handler in the context of the HTTP request that carried the message, so
   `get_access_token()` inside a tool names the principal of *that* request (streamable HTTP and SSE alike).
+  The token's name is both the agent and the principal; the connection tells apart two agents that share
+  one token.
+
+A caller without a session (a stateless request) must pass `run_id` to act on a claim: nothing else tells
+its claim apart.
+
+A client's self-reported `clientInfo.name` is kept for display only (`Actor.client`), cleaned of anything
+that is not printable text.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass
+import re
+import secrets
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
+from mcp.server.connection import Connection
 
+from server import sdk
 from server.core.models import Actor
 from server.core.tokens import Principal, Role
 from server.errors import ErrorCode, JctError
 
 _ROLES = {role.value: role for role in Role}
+LOCAL = "local"
+CLIENT_NAME_CHARS = 64
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 
 
 class Identity(Protocol):
@@ -34,35 +57,78 @@ class Identity(Protocol):
         ...
 
 
-def _client_name(ctx: Any) -> str:
-    """The MCP client's self-reported name (display only; never an identity assertion)."""
+def _connection(ctx: Any) -> Connection | None:
+    try:
+        return sdk.connection_of(ctx.request_context)
+    except (AttributeError, LookupError, ValueError):
+        return None
+
+
+class SessionKeys:
+    """A random key for each client connection, kept while the connection lives (weakly, so a closed
+    connection is forgotten); None for a stateless request, whose connection ends with the request."""
+
+    def __init__(self) -> None:
+        self._keys: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+
+    def of(self, ctx: Any) -> str | None:
+        connection = _connection(ctx)
+        channel = sdk.lasting_channel(connection) if connection is not None else None
+        if channel is None:
+            return None
+        key = self._keys.get(channel)
+        if key is None:
+            key = self._keys[channel] = secrets.token_hex(8)
+        return key
+
+
+def client_name(ctx: Any) -> str:
+    """The MCP client's self-reported name: display only, never an identity; printable, one line, short."""
     try:
         params = ctx.session.client_params
     except (AttributeError, LookupError, ValueError):
         return ""
     info = getattr(params, "client_info", None)
-    return str(getattr(info, "name", "") or "")[:128]
+    name = str(getattr(info, "name", "") or "")
+    return " ".join(_UNPRINTABLE.sub(" ", name).split())[:CLIENT_NAME_CHARS]
 
 
 def local_user() -> str:
     try:
         return getpass.getuser()
     except (KeyError, OSError):
-        return os.environ.get("USER", "local")
+        return os.environ.get("USER", LOCAL)
 
 
 @dataclass(frozen=True)
-class FixedIdentity:
-    """stdio, and HTTP with JCT_AUTH=none: one principal for every caller, named by the client for display."""
+class LocalIdentity:
+    """stdio, and HTTP with JCT_AUTH=none: each connection is its own agent, `<base>-<6 hex>`, unless
+    `fixed` (JCT_AGENT_ID) names every connection's agent."""
 
-    actor_id: str
+    base: str = LOCAL
+    fixed: bool = False
+    sessions: SessionKeys = field(default_factory=SessionKeys, compare=False)
 
     def actor(self, ctx: Any) -> Actor:
-        client = _client_name(ctx)
-        return Actor(actor_id=self.actor_id, actor_kind="agent", name=client or self.actor_id, client=client)
+        session = self.sessions.of(ctx)
+        # A stateless caller is nobody in particular: plain `base`, and it must name its run.
+        actor_id = self.base if self.fixed or session is None else f"{self.base}-{session[:6]}"
+        return Actor(
+            actor_id=actor_id,
+            actor_kind="agent",
+            name=actor_id,
+            client=client_name(ctx),
+            principal=LOCAL,
+            session=session,
+        )
 
     def may_use(self, tool: str, toolset: str) -> bool:
         return True
+
+
+def FixedIdentity(actor_id: str) -> LocalIdentity:
+    """Every connection acts as `actor_id` (JCT_AGENT_ID; tests naming their agents)."""
+    return LocalIdentity(actor_id, fixed=True)
 
 
 # --- bearer tokens ---------------------------------------------------------------------------
@@ -102,11 +168,13 @@ def no_token() -> JctError:
 class TokenIdentity:
     """HTTP with JCT_AUTH=token: the principal of the bearer token the current request carried."""
 
+    sessions: SessionKeys = field(default_factory=SessionKeys, compare=False)
+
     def actor(self, ctx: Any) -> Actor:
         principal = current_principal()
         if principal is None:
             raise no_token()
-        return principal.actor(client=_client_name(ctx))
+        return principal.actor(client=client_name(ctx), session=self.sessions.of(ctx))
 
     def may_use(self, tool: str, toolset: str) -> bool:
         principal = current_principal()

@@ -283,7 +283,7 @@ async def test_enqueue_tasks_show_stats_round_trip(tmp_path: Path) -> None:
 async def test_reviews_review_and_show_run_and_evidence(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     core = Core.build(settings_for(url, tmp_path, review_auto_approve=False))
-    agent = Actor(actor_id="agent-1", name="agent-1")
+    agent = Actor(actor_id="agent-1", name="agent-1", session="agent-1")
     try:
         code, out, err = await jct(
             tmp_path,

@@ -22,13 +22,28 @@ E = TypeVar("E", bound=StrEnum)
 
 @dataclass(frozen=True)
 class Actor:
-    """Who is calling. Claims are bound to `actor_id`, never to a connection or MCP session."""
+    """Who is calling.
+
+    `actor_id` is the agent: it claims, and it is named in the audit log. `principal` is who authenticated
+    (a token's name; `local` without tokens): a call that names its run acts on it only if the principal
+    that claimed it is the caller's. `session` is the connection the call came through, None for a
+    stateless request; with no run named, a call acts on the run this agent claimed through this
+    connection; a caller without a session must name its run.
+    `name` and `client` are for display; `client` is self-reported.
+    """
 
     actor_id: str
     actor_kind: ActorKind = "agent"
     name: str = ""
     client: str = ""
     admin: bool = False
+    principal: str = ""
+    session: str | None = None
+
+    @property
+    def claimant(self) -> str:
+        """The principal runs are bound to (the agent itself when nothing else is given)."""
+        return self.principal or self.actor_id
 
     def executor(self) -> dict[str, str]:
         return {"actor_id": self.actor_id, "actor_kind": self.actor_kind, "name": self.name, "client": self.client}

@@ -25,7 +25,7 @@ from server.core.models import (
     parse_id,
 )
 from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
-from server.db import claims, leases, listing, queries
+from server.db import claims, counts, listing, queries
 from server.errors import ErrorCode, JctError, invalid
 
 MIN_BUDGET, MAX_BUDGET = 30, 86_400
@@ -70,14 +70,14 @@ async def enqueue_task(
 
     async with core.db.write() as conn:
         if idempotency_key is not None:
-            existing = await queries.get_task_by_idempotency_key(conn, idempotency_key)
+            existing = await queries.get_task_by_idempotency_key(conn, actor.claimant, idempotency_key)
             if existing is not None:
                 return _duplicate(existing, request_hash)
         task, issue, packet, snapshot, audit = _bundle(core, actor, request, idempotency_key, request_hash)
         inserted = await queries.insert_task_bundle(conn, task, issue, packet, snapshot, audit)
         if not inserted:
             assert idempotency_key is not None
-            winner = await queries.get_task_by_idempotency_key(conn, idempotency_key)
+            winner = await queries.get_task_by_idempotency_key(conn, actor.claimant, idempotency_key)
             assert winner is not None
             return _duplicate(winner, request_hash)
     return r.Enqueued(task_id=task["id"], trace_id=task["trace_id"], status="queued", cwom_issue_id=task["issue_id"])
@@ -193,6 +193,8 @@ def _bundle(
         "attempts": 0,
         "max_attempts": core.settings.max_attempts,
         "idempotency_key": key,
+        # Keys are per principal: one principal's key says nothing about another's tasks.
+        "idempotency_scope": actor.claimant if key is not None else None,
         "request_hash": request_hash,
         "trace_id": trace_id,
         "issue_id": issue["id"] if issue else None,
@@ -294,6 +296,8 @@ async def _claim(
     request = claims.ClaimRequest(
         run_id=run_id,
         actor_id=actor.actor_id,
+        principal=actor.claimant,
+        claim_session=actor.session,
         actor_kind=actor.actor_kind,
         executor=actor.executor(),
         lease_seconds=core.settings.lease_seconds,
@@ -415,15 +419,15 @@ async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.
 async def queue_stats(core: Core) -> r.QueueStats:
     """Every figure is read from an index or the trigger-kept counts: flat however many tasks exist."""
     async with core.db.read() as conn:
-        counts, summed = await listing.counts(conn)
+        tallies, summed = await listing.counts(conn)
         expired = await queries.count_expired_leases(conn, core.now())
         oldest = await listing.oldest_queued_at(conn, [p.value for p in Priority])
     if summed > FOLD_AFTER_ROWS:
         # Nobody has folded the counts for a while (the sweeper does it every pass): fold them now.
         await fold_counts(core)
     age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else None
-    full = {status.value: counts.get(("task", status.value), 0) for status in TaskStatus}
-    pending = counts.get(("review", "pending"), 0)
+    full = {status.value: tallies.get(("task", status.value), 0) for status in TaskStatus}
+    pending = tallies.get(("review", "pending"), 0)
     return r.QueueStats(counts=full, expired_leases=expired, oldest_queued_age_seconds=age, pending_reviews=pending)
 
 
@@ -432,6 +436,6 @@ FOLD_AFTER_ROWS = 5_000
 
 
 async def fold_counts(core: Core) -> None:
-    """Fold the trigger-written count deltas into one row per count (server/db/leases.py)."""
+    """Fold the trigger-written count deltas into one row per count (server/db/counts.py)."""
     async with core.db.write() as conn:
-        await leases.fold_count_deltas(conn, sqlite=core.db.is_sqlite)
+        await counts.fold_count_deltas(conn, sqlite=core.db.is_sqlite)

@@ -53,9 +53,17 @@ class Principal:
     def admin(self) -> bool:
         return Role.ADMIN in self.roles
 
-    def actor(self, client: str = "") -> Actor:
+    def actor(self, client: str = "", session: str | None = None) -> Actor:
         kind: ActorKind = "agent" if self.roles & {Role.WORKER} else "human"
-        return Actor(actor_id=self.name, actor_kind=kind, name=self.name, client=client, admin=self.admin)
+        return Actor(
+            actor_id=self.name,
+            actor_kind=kind,
+            name=self.name,
+            client=client,
+            admin=self.admin,
+            principal=self.name,
+            session=session,
+        )
 
     def may_use(self, tool: str, toolset: str) -> bool:
         if any(toolset in ROLE_TOOLSETS[role] for role in self.roles):

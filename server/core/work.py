@@ -1,7 +1,7 @@
 """Work on a claimed task: read the briefing, report artifacts and progress, complete or release.
 
-Every call that changes something goes through the fence first (`_fence`): the caller's run
-must be the task's active run with a live lease. Passing it renews the lease.
+Every call that changes something passes the fence first (the rule: server/core/leases.py): the caller's
+run must be the task's active run with a live lease. Passing it renews the lease.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import prover, results, review, views
+from server.core import leases, prover, results, review, views
 from server.core.models import (
     Actor,
     ArtifactType,
@@ -29,6 +29,7 @@ from server.core.models import (
 )
 from server.core.service import Core, audit_row
 from server.db import changes, queries
+from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
 
 TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
@@ -74,58 +75,21 @@ async def _task(conn: AsyncConnection, task_id: str) -> RowMapping:
     return task
 
 
-async def _fence(core: Core, conn: AsyncConnection, actor: Actor, task_id: str) -> RowMapping:
-    run = await queries.renew_lease(conn, task_id, actor.actor_id, core.now(), core.lease_expiry())
-    if run is not None:
-        return run
-    raise await _fence_error(conn, actor, task_id)
-
-
-async def _fence_error(conn: AsyncConnection, actor: Actor, task_id: str) -> JctError:
-    """Why the fence refused: worked out only on the error path, so the happy path stays one statement."""
-    task = await _task(conn, task_id)
-    mine = await queries.latest_run_of(conn, task_id, actor.actor_id)
-    if mine is None:
-        if task["status"] == "running":
-            return JctError(
-                ErrorCode.NOT_CLAIMANT,
-                f"Task {task_id} is claimed by another agent.",
-                "Work only on tasks you claimed; use jct_claim_next to get one.",
-            )
-        return JctError(
-            ErrorCode.TASK_NOT_CLAIMED,
-            f"Task {task_id} is not claimed by you (status: {task['status']}).",
-            "Claim it first with jct_claim_task, or take another with jct_claim_next.",
-        )
-    lease_over = mine["lease_expires_at"] is not None and mine["lease_expires_at"] <= datetime.now(UTC)
-    if mine["status"] == "expired" or (
-        mine["status"] == "running" and (lease_over or mine["id"] != task["active_run_id"])
-    ):
-        return JctError(
-            ErrorCode.LEASE_EXPIRED,
-            f"Your lease on task {task_id} expired at {mine['lease_expires_at']:%Y-%m-%dT%H:%M:%SZ}; "
-            "nothing was recorded.",
-            "Stop work on this task: it went back to the queue. Claim another with jct_claim_next; "
-            "call jct_report_progress at least every few minutes to keep a lease alive.",
-        )
-    return JctError(
-        ErrorCode.TASK_NOT_CLAIMED,
-        f"Your run on task {task_id} has already ended (run status: {mine['status']}, task status: {task['status']}).",
-        "Nothing more to report on this run. Use jct_get_task to see where the task stands.",
-    )
-
-
 async def _fenced_change(
-    core: Core, actor: Actor, task_id: str, decide: changes.Decide[R], *, completion: bool = False
-) -> R | None:
+    core: Core, fence: Fence, decide: changes.Decide[R], *, completion: bool = False
+) -> changes.Changed[R] | None:
     """Pass the fence and make `decide`'s writes in one transaction, in as few trips as the dialect allows
     (server/db/changes.py). None if the fence refused; nothing was written then."""
-    fence = changes.Fence(task_id, actor.actor_id, core.now(), core.lease_expiry())
     if core.db.is_sqlite:
         change = partial(changes.change_sqlite, fence=fence, decide=decide, completion=completion)
         return await core.db.write_in_one_call(change)
     async with core.db.write() as conn:
         return await changes.change_postgres(conn, fence, decide, completion=completion)
+
+
+async def _refused(core: Core, fence: Fence) -> JctError:
+    async with core.db.read() as conn:
+        return await leases.refusal(core, conn, fence)
 
 
 # --- report ------------------------------------------------------------------------------
@@ -141,8 +105,10 @@ async def report_artifact(
     content: str | None = None,
     uri: str | None = None,
     media_type: str = "text/plain",
+    run_id: str | None = None,
 ) -> results.ArtifactReported:
     task_id = parse_id(task_id, "task_id")
+    fence = leases.fence_for(core, actor, task_id, run_id)
     _check_title(title)
     kind = parse_enum(ArtifactType, artifact_type, "artifact_type")
     _check_media_type(media_type)
@@ -167,6 +133,8 @@ async def report_artifact(
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.ArtifactReported]:
         run = facts.run
+        if data is not None:
+            _check_run_bytes(core, facts.stored_bytes, len(data))
         size = digest = None
         stored_uri = uri
         if data is not None:
@@ -201,11 +169,22 @@ async def report_artifact(
         )
         return [changes.insert_artifact(artifact), changes.insert_audit(audit)], reported
 
-    reported = await _fenced_change(core, actor, task_id, decide)
-    if reported is None:
-        async with core.db.read() as conn:
-            raise await _fence_error(conn, actor, task_id)
-    return reported
+    changed = await _fenced_change(core, fence, decide)
+    if changed is None:
+        raise await _refused(core, fence)
+    return changed.result
+
+
+def _check_run_bytes(core: Core, stored: int, adding: int) -> None:
+    cap = core.settings.max_run_artifact_bytes
+    if stored + adding > cap:
+        raise JctError(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"This run has stored {stored} bytes of artifacts; {adding} more would pass its limit of {cap} "
+            "(JCT_MAX_RUN_ARTIFACT_BYTES). Nothing was recorded.",
+            "Report only what a reviewer needs (a diff, a test summary), or store large outputs elsewhere and "
+            "pass uri.",
+        )
 
 
 def _check_title(title: str) -> None:
@@ -235,36 +214,49 @@ def _check_uri(uri: str) -> None:
 
 
 async def report_progress(
-    core: Core, actor: Actor, task_id: str, *, message: str, progress: int | None = None, kind: str = "progress"
+    core: Core,
+    actor: Actor,
+    task_id: str,
+    *,
+    message: str,
+    progress: int | None = None,
+    kind: str = "progress",
+    run_id: str | None = None,
 ) -> results.ProgressReported:
     task_id = parse_id(task_id, "task_id")
+    fence = leases.fence_for(core, actor, task_id, run_id)
     check_text(message, "message", Limits.MESSAGE)
     event_kind = parse_enum(EventKind, kind, "kind")
     if progress is not None and not 0 <= progress <= 100:
         raise invalid(f"progress {progress} is outside 0..100.", "Give a percentage from 0 to 100, or omit it.")
     ts = core.now()
-    async with core.db.write() as conn:
-        run = await _fence(core, conn, actor, task_id)
-        event_id = await queries.insert_run_event(
-            conn,
-            {
-                "run_id": run["id"],
-                "kind": event_kind.value,
-                "message": message,
-                "progress": progress,
-                "data": None,
-                "created_at": ts,
-            },
-        )
+
+    def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.ProgressReported]:
+        run = facts.run
+        event = {
+            "run_id": run["id"],
+            "kind": event_kind.value,
+            "message": message,
+            "progress": progress,
+            "data": None,
+            "created_at": ts,
+        }
         after = {
             "kind": event_kind.value,
             "progress": progress,
             "lease_expires_at": run["lease_expires_at"].isoformat(),
         }
-        await queries.insert_audit(conn, [audit_row(actor, "run.progress", "Run", run["id"], None, after, None)])
-    return results.ProgressReported(
-        event_id=event_id, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
-    )
+        audit = [audit_row(actor, "run.progress", "Run", run["id"], None, after, None)]
+        reported = results.ProgressReported(
+            event_id=0, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
+        )
+        return [changes.insert_run_event(event), changes.insert_audit(audit)], reported
+
+    changed = await _fenced_change(core, fence, decide)
+    if changed is None:
+        raise await _refused(core, fence)
+    assert changed.inserted_id is not None
+    return changed.result.model_copy(update={"event_id": changed.inserted_id})
 
 
 # --- complete ----------------------------------------------------------------------------
@@ -281,8 +273,10 @@ async def complete_task(
     error_message: str | None = None,
     criteria_results: list[dict[str, Any]] | None = None,
     telemetry: dict[str, Any] | None = None,
+    run_id: str | None = None,
 ) -> results.Completion:
     task_id = parse_id(task_id, "task_id")
+    fence = leases.fence_for(core, actor, task_id, run_id)
     check_text(summary, "summary", Limits.SUMMARY)
     if error_message is not None:
         check_text(error_message, "error_message", Limits.MESSAGE, required=False)
@@ -323,21 +317,21 @@ async def complete_task(
         )
 
     try:
-        outcome = await _fenced_change(core, actor, task_id, decide, completion=True)
+        changed = await _fenced_change(core, fence, decide, completion=True)
     except changes.RowMissed:
         raise JctError(
             ErrorCode.TASK_NOT_CLAIMED,
             f"Task {task_id} ended while completing (it was cancelled or expired); nothing was recorded.",
             "Use jct_get_task to see where the task stands.",
         ) from None
-    if outcome is not None:
-        return outcome
+    if changed is not None:
+        return changed.result
     # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
     async with core.db.read() as conn:
-        recorded = await _recorded_outcome(conn, actor, task_id)
+        recorded = await _recorded_outcome(core, conn, fence)
         if recorded is not None:
             return recorded
-        raise await _fence_error(conn, actor, task_id)
+        raise await leases.refusal(core, conn, fence)
 
 
 def _prover_artifact(core: Core, row: Mapping[str, Any]) -> prover.ProverArtifact:
@@ -348,14 +342,15 @@ def _prover_artifact(core: Core, row: Mapping[str, Any]) -> prover.ProverArtifac
     return prover.ProverArtifact(id=row["id"], type=row["type"], title=row["title"], content=content)
 
 
-async def _recorded_outcome(conn: AsyncConnection, actor: Actor, task_id: str) -> results.Completion | None:
-    """A retried completion: the caller's last run already has its evidence, so report that, change nothing."""
-    mine = await queries.latest_run_of(conn, task_id, actor.actor_id)
+async def _recorded_outcome(core: Core, conn: AsyncConnection, fence: Fence) -> results.Completion | None:
+    """A retried completion: the caller's run already has its evidence, so report that, change nothing."""
+    mine = await leases.claimant_run(core, conn, fence)
     if mine is None:
         return None
     pack = await queries.evidence_pack_for_run(conn, mine["id"])
     if pack is None:
         return None
+    task_id = fence.task_id
     task = await _task(conn, task_id)
     decision = await queries.review_decision_for_pack(conn, pack["id"])
     return results.Completion(
@@ -404,28 +399,28 @@ def _check_telemetry(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
 # --- release -----------------------------------------------------------------------------
 
 
-async def release_task(core: Core, actor: Actor, task_id: str, reason: str) -> results.Released:
+async def release_task(
+    core: Core, actor: Actor, task_id: str, reason: str, *, run_id: str | None = None
+) -> results.Released:
     task_id = parse_id(task_id, "task_id")
+    fence = leases.fence_for(core, actor, task_id, run_id)
     check_text(reason, "reason", Limits.REASON)
     ts = core.now()
-    async with core.db.write() as conn:
-        run = await _fence(core, conn, actor, task_id)
-        await queries.update_run(
-            conn,
-            run["id"],
-            {"status": "released", "ended_at": ts, "failure": {"released": reason}},
-            status_in=("running",),
-        )
-        task = await queries.update_task(
-            conn, task_id, {"status": "queued", "active_run_id": None, "claimed_at": None}, status_in=("running",)
-        )
-        if task is None:
-            # Cancelled while this release waited for the task row: record nothing.
-            raise JctError(
-                ErrorCode.TASK_NOT_CLAIMED,
-                f"Task {task_id} ended while releasing (it was cancelled); nothing was recorded.",
-                "Nothing to do; use jct_get_task to see where the task stands.",
-            )
+
+    def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Released]:
+        run = facts.run
+        writes: list[changes.Write] = [
+            changes.update_run(
+                run["id"],
+                {"status": "released", "ended_at": ts, "failure": {"released": reason}},
+                status_in=("running",),
+            ),
+            # Cancelled while this release waited for the run: the whole change is undone.
+            changes.update_task(
+                task_id, {"status": "queued", "active_run_id": None, "claimed_at": None}, status_in=("running",)
+            ),
+        ]
+        trace = facts.task["trace_id"]
         audit = [
             audit_row(
                 actor,
@@ -434,13 +429,25 @@ async def release_task(core: Core, actor: Actor, task_id: str, reason: str) -> r
                 task_id,
                 {"status": "running", "run_id": run["id"]},
                 {"status": "queued", "reason": reason},
-                task["trace_id"],
+                trace,
             ),
             audit_row(actor, "run.released", "Run", run["id"], {"status": "running"}, {"status": "released"}, None),
         ]
-        if task["issue_id"] is not None:
-            await queries.update_issue(conn, task["issue_id"], {"status": "ready", "updated_at": ts})
+        if run["issue_id"] is not None:
+            writes.append(changes.update_issue(run["issue_id"], {"status": "ready", "updated_at": ts}))
             after = {"status": "ready"}
-            audit.append(audit_row(actor, "issue.ready", "Issue", task["issue_id"], {"status": "running"}, after, None))
-        await queries.insert_audit(conn, audit)
-    return results.Released(task_id=task_id, run_id=run["id"], task_status="queued")
+            audit.append(audit_row(actor, "issue.ready", "Issue", run["issue_id"], {"status": "running"}, after, None))
+        writes.append(changes.insert_audit(audit))
+        return writes, results.Released(task_id=task_id, run_id=run["id"], task_status="queued")
+
+    try:
+        changed = await _fenced_change(core, fence, decide)
+    except changes.RowMissed:
+        raise JctError(
+            ErrorCode.TASK_NOT_CLAIMED,
+            f"Task {task_id} ended while releasing (it was cancelled); nothing was recorded.",
+            "Nothing to do; use jct_get_task to see where the task stands.",
+        ) from None
+    if changed is None:
+        raise await _refused(core, fence)
+    return changed.result

@@ -18,8 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 from sqlalchemy import ColumnElement, Table, bindparam, func, insert, literal, literal_column, select, update
@@ -27,21 +26,12 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningUpdate
 
-from server.db import queries, rawsqlite
+from server.db import leases, queries, rawsqlite
 from server.db import tables as t
+from server.db.leases import Fence
 
 Values = Mapping[str, Any]
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Fence:
-    """The caller's run must be the task's active run, with a live lease; passing renews it."""
-
-    task_id: str
-    actor_id: str
-    now: ColumnElement[datetime]  # the database clock (engine.db_now), and the lease's new end
-    expires: ColumnElement[datetime]
 
 
 # What a completion reads of its task and of the run's artifacts (the prover's input).
@@ -54,6 +44,9 @@ class Facts:
     """What `decide` is given: the fenced run, and (for a completion) the task, its criteria and the run's artifacts."""
 
     run: dict[str, Any]
+    # Bytes of content the run has stored so far (for the per-run cap); not read for a completion.
+    stored_bytes: int = 0
+    # The task's TASK_FIELDS for a completion; its trace_id otherwise.
     task: dict[str, Any] = field(default_factory=dict)
     acceptance_criteria: tuple[str, ...] = ()
     artifacts: tuple[dict[str, Any], ...] = ()
@@ -63,6 +56,8 @@ class Facts:
 class Insert:
     table: Table
     rows: Sequence[Values]
+    # One row whose generated id the change hands back (a progress event's).
+    returns_id: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +72,14 @@ class Update:
 
 Write = Insert | Update
 Decide = Callable[[Facts], tuple[Sequence[Write], R]]
+
+
+@dataclass(frozen=True)
+class Changed(Generic[R]):
+    """What a change that passed the fence made: `decide`'s result, and the id an insert handed back."""
+
+    result: R
+    inserted_id: int | None = None
 
 
 class RowMissed(Exception):
@@ -94,6 +97,11 @@ class RowMissed(Exception):
 def insert_audit(rows: Sequence[Values]) -> Insert:
     """Audit rows; `ts` is informational (the id orders the log), the server's clock, one for the change."""
     return Insert(t.audit_log, queries.stamped(rows))
+
+
+def insert_run_event(values: Values) -> Insert:
+    """A progress event; the change hands back its id."""
+    return Insert(t.run_events, [values], returns_id=True)
 
 
 def insert_artifact(values: Values) -> Insert:
@@ -123,32 +131,33 @@ def update_issue(issue_id: str, values: Values) -> Update:
 
 # --- SQLite: one call on aiosqlite's thread ----------------------------------------------------
 
-_SQLITE_FENCE = """
-UPDATE runs SET lease_expires_at = :expires
-WHERE id = (SELECT active_run_id FROM tasks WHERE id = :task_id)
-  AND task_id = :task_id AND actor_id = :actor_id AND status = 'running' AND lease_expires_at > :now
-RETURNING *"""
 
-
-def change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, completion: bool) -> R | None:
+def change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, completion: bool) -> Changed[R] | None:
     """Inside Database.write_in_one_call: fence, facts, decide, write."""
-    params = {
-        "task_id": fence.task_id,
-        "actor_id": fence.actor_id,
-        "now": rawsqlite.stored_time(fence.now),
-        "expires": rawsqlite.stored_time(fence.expires),
-    }
-    run = rawsqlite.fetch_one(db, t.runs, _SQLITE_FENCE, params)
+    run = leases.renew_sqlite(db, fence)
     if run is None:
         return None
-    facts = _facts_sqlite(db, fence.task_id, run) if completion else Facts(run)
+    facts = _facts_sqlite(db, fence.task_id, run) if completion else _facts_of_run_sqlite(db, run)
     writes, result = decide(facts)
+    inserted_id = None
     for write in writes:
         if isinstance(write, Insert):
-            rawsqlite.insert(db, write.table, write.rows)
+            row_id = rawsqlite.insert(db, write.table, write.rows)
+            if write.returns_id:
+                inserted_id = row_id
         elif rawsqlite.update(db, write.table, write.row_id, write.values, write.status_in) is None and write.required:
             raise RowMissed(write.table.name, write.row_id)
-    return result
+    return Changed(result, inserted_id)
+
+
+def _facts_of_run_sqlite(db: sqlite3.Connection, run: dict[str, Any]) -> Facts:
+    cursor = db.execute(
+        "SELECT (SELECT trace_id FROM tasks WHERE id = ?), "
+        "(SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts WHERE run_id = ?)",
+        (run["task_id"], run["id"]),
+    )
+    trace_id, stored = cursor.fetchone()
+    return Facts(run, stored_bytes=int(stored), task={"trace_id": trace_id})
 
 
 def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any]) -> Facts:
@@ -170,28 +179,45 @@ def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any]) -> 
         f"SELECT {', '.join(ARTIFACT_FIELDS)} FROM artifacts WHERE run_id = :id ORDER BY created_at",
         {"id": run["id"]},
     )
-    return Facts(run, task, criteria, tuple(artifacts))
+    return Facts(run, task=task, acceptance_criteria=criteria, artifacts=tuple(artifacts))
 
 
 # --- PostgreSQL: the fence, the facts, then every write in one statement -------------------------
 
 
-async def change_postgres(conn: AsyncConnection, fence: Fence, decide: Decide[R], *, completion: bool) -> R | None:
-    """Inside Database.write(): fence (with the facts, for a completion), decide (in a worker thread), write."""
-    fenced = queries.renew_lease_statement(fence.task_id, fence.actor_id, fence.now, fence.expires)
+async def change_postgres(
+    conn: AsyncConnection, fence: Fence, decide: Decide[R], *, completion: bool
+) -> Changed[R] | None:
+    """Inside Database.write(): fence (with the facts), decide (in a worker thread), write."""
+    fenced = leases.fence_statement(sqlite=False, by_run=fence.run_id is not None)
     if completion:
-        facts = await _fence_with_facts_postgres(conn, fenced)
+        facts = await _fence_with_facts_postgres(conn, fenced, fence)
     else:
-        row = (await conn.execute(fenced)).mappings().first()
-        facts = Facts(dict(row)) if row is not None else None
+        facts = await _fence_with_bytes_postgres(conn, fenced, fence)
     if facts is None:
         return None
     writes, result = await anyio.to_thread.run_sync(decide, facts)
-    await _write_postgres(conn, writes)
-    return result
+    return Changed(result, await _write_postgres(conn, writes))
 
 
-async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any]) -> Facts | None:
+async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
+    """The fence, the task's trace id and the bytes the run has stored so far, in one statement."""
+    run = fenced.cte("run")
+    art = t.artifacts
+    stored = select(func.coalesce(func.sum(art.c.size_bytes), 0)).where(art.c.run_id == run.c.id).scalar_subquery()
+    trace = select(t.tasks.c.trace_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
+    query = select(run, stored.label("stored_bytes"), trace.label("task__trace_id"))
+    row = (await conn.execute(query, fence.params())).mappings().first()
+    if row is None:
+        return None
+    return Facts(
+        run={c.name: row[c.name] for c in t.runs.columns},
+        stored_bytes=int(row["stored_bytes"]),
+        task={"trace_id": row["task__trace_id"]},
+    )
+
+
+async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
     """The fence and everything a completion reads, in one statement."""
     run = fenced.cte("run")
     packet, art = t.context_packets, t.artifacts
@@ -223,7 +249,7 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
         .select_from(run)
         .join(t.tasks, t.tasks.c.id == run.c.task_id)
     )
-    row = (await conn.execute(query)).mappings().first()
+    row = (await conn.execute(query, fence.params())).mappings().first()
     if row is None:
         return None
     return Facts(
@@ -234,8 +260,9 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
     )
 
 
-async def _write_postgres(conn: AsyncConnection, writes: Sequence[Write]) -> None:
-    """Every write as data-modifying CTEs of a single statement; it returns what each required update matched.
+async def _write_postgres(conn: AsyncConnection, writes: Sequence[Write]) -> int | None:
+    """Every write as data-modifying CTEs of a single statement; it returns what each required update matched
+    (and the id of an insert that hands one back).
 
     Values travel as named parameters, so the statement's shape (and SQLAlchemy's cached compiled
     form of it) is the same from one call to the next; SQL expressions (the clock) stay inline."""
@@ -253,10 +280,17 @@ async def _write_postgres(conn: AsyncConnection, writes: Sequence[Write]) -> Non
 
     ctes = []
     required: list[tuple[Update, ColumnElement[int]]] = []
+    inserted: ColumnElement[Any] = literal(None)
     for n, write in enumerate(writes):
         if isinstance(write, Insert):
             for i, row in enumerate(write.rows):
-                ctes.append(insert(write.table).values(bound(write.table, f"w{n}_{i}", row)).cte(f"write_{n}_{i}"))
+                stmt_insert = insert(write.table).values(bound(write.table, f"w{n}_{i}", row))
+                if write.returns_id:
+                    cte_insert = stmt_insert.returning(write.table.c.id).cte(f"write_{n}_{i}")
+                    inserted = select(cte_insert.c.id).scalar_subquery()
+                else:
+                    cte_insert = stmt_insert.cte(f"write_{n}_{i}")
+                ctes.append(cte_insert)
             continue
         stmt = update(write.table).where(write.table.c.id == write.row_id)
         if write.status_in is not None:
@@ -265,8 +299,9 @@ async def _write_postgres(conn: AsyncConnection, writes: Sequence[Write]) -> Non
         ctes.append(cte)
         if write.required:
             required.append((write, select(func.count()).select_from(cte).scalar_subquery()))
-    counts: list[ColumnElement[int]] = [count for _, count in required] or [literal(1)]
-    matched = (await conn.execute(select(*counts).add_cte(*ctes), params)).one()
-    for (write, _), count in zip(required, matched, strict=False):
+    counts: list[ColumnElement[int]] = [count for _, count in required]
+    outcome = (await conn.execute(select(inserted, *counts).add_cte(*ctes), params)).one()
+    for (write, _), count in zip(required, outcome[1:], strict=True):
         if not count:
             raise RowMissed(write.table.name, write.row_id)
+    return None if outcome[0] is None else int(outcome[0])

@@ -25,6 +25,8 @@ from server.db.rawsqlite import sqlite_time
 class ClaimRequest:
     run_id: str
     actor_id: str
+    principal: str
+    claim_session: str | None
     actor_kind: str
     executor: dict[str, str]
     lease_seconds: int
@@ -85,10 +87,12 @@ claimed AS (
 ),
 run AS (
     -- The run that holds the lease; the attempt number counts penalised attempts so far.
-    INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, status, attempt,
+    -- It records who claimed: the agent, its principal and its connection (the fence checks them).
+    INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, attempt,
                       lease_expires_at, started_at, artifact_root_uri)
-    SELECT :run_id, claimed.id, claimed.issue_id, 'agent', CAST(:executor AS jsonb), :actor_id, 'running',
-           claimed.attempts + 1, now() + make_interval(secs => :lease_seconds), now(), :artifact_root_uri
+    SELECT :run_id, claimed.id, claimed.issue_id, 'agent', CAST(:executor AS jsonb), :actor_id, :principal,
+           CAST(:claim_session AS varchar), 'running', claimed.attempts + 1,
+           now() + make_interval(secs => :lease_seconds), now(), :artifact_root_uri
     FROM claimed
     RETURNING lease_expires_at, attempt
 ),
@@ -139,6 +143,8 @@ async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str, 
     params: dict[str, object] = {
         "run_id": req.run_id,
         "actor_id": req.actor_id,
+        "principal": req.principal,
+        "claim_session": req.claim_session,
         "actor_kind": req.actor_kind,
         "executor": json.dumps(req.executor),
         "lease_seconds": float(req.lease_seconds),
@@ -213,14 +219,17 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
     lease_expires_at = now + timedelta(seconds=req.lease_seconds)
     attempt = int(claimed["attempts"]) + 1
     db.execute(
-        "INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, status, attempt, lease_expires_at, "
-        "started_at, artifact_root_uri) VALUES (?, ?, ?, 'agent', ?, ?, 'running', ?, ?, ?, ?)",
+        "INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, "
+        "attempt, lease_expires_at, started_at, artifact_root_uri) "
+        "VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
         (
             req.run_id,
             claimed["id"],
             claimed["issue_id"],
             json.dumps(req.executor),
             req.actor_id,
+            req.principal,
+            req.claim_session,
             attempt,
             sqlite_time(lease_expires_at),
             stamp,

@@ -93,6 +93,32 @@ class Database:
                     result: T = await driver._execute(_transaction, driver._conn, work)
                     return result
 
+    @asynccontextmanager
+    async def schema_change(self) -> AsyncIterator[AsyncConnection]:
+        """The transaction migrations run in. On SQLite, with foreign keys off for its length: SQLite
+        changes a table's constraints by rebuilding it, which drops a table other tables point at (its
+        documented procedure for ALTER TABLE). Whatever the change leaves dangling fails it before commit."""
+        if not self.is_sqlite:
+            async with self.write() as conn:
+                yield conn
+            return
+        assert self._write_lock is not None
+        async with self._write_lock:
+            with self._uncancellable():
+                async with self.engine.connect() as conn:
+                    raw = await conn.get_raw_connection()
+                    driver = raw.driver_connection
+                    assert driver is not None
+                    await driver.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: before BEGIN
+                    try:
+                        async with conn.begin():
+                            yield conn
+                            dangling = (await conn.exec_driver_sql("PRAGMA foreign_key_check")).all()
+                            if dangling:
+                                raise RuntimeError(f"the schema change leaves rows without their parent: {dangling}")
+                    finally:
+                        await driver.execute("PRAGMA foreign_keys=ON")
+
     def _uncancellable(self) -> AbstractContextManager[Any]:
         """A transaction, once begun, runs to its end even if its caller is cancelled.
 

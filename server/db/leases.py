@@ -1,14 +1,141 @@
-"""The lease sweeper's statements. Safe in several processes at once: a run is handled by whoever's
-guarded UPDATE matches it; the others match nothing and move on."""
+"""The lease's statements: the fence that renews it, the caller's run when the fence refuses, and expiry.
+
+A lease is granted by the claim (server/db/claims.py). Every later call of the claimant passes the fence
+(`fence_statement`): one guarded UPDATE that renews the lease only while the caller's run is the task's
+active run and its lease is live. The same statement serves both dialects: PostgreSQL runs it through
+SQLAlchemy, SQLite as plain SQL compiled from it, inside the one-hop transaction of server/db/changes.py.
+
+Expiry is the sweeper's: safe in several processes at once, a run is handled by whoever's guarded UPDATE
+matches it; the others match nothing and move on.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, case, delete, func, insert, select, text, update
+from sqlalchemy import ColumnElement, Float, RowMapping, String, bindparam, case, func, select, update
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import ReturningUpdate
 
+from server.db import rawsqlite
 from server.db import tables as t
+from server.db.types import UTCDateTime
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Who may act on a task's run. With `run_id`: that run, if the caller's principal claimed it. Without:
+    the run this agent (`actor_id`) claimed through this connection (`session`, None for stateless calls)."""
+
+    task_id: str
+    run_id: str | None
+    actor_id: str
+    principal: str
+    session: str | None
+    lease_seconds: float
+
+    def params(self, now: datetime | None = None) -> dict[str, Any]:
+        """The statement's parameters (prefixed: an UPDATE takes a parameter named like a column as a value to
+        set); `now` (SQLite only: the server's clock) dates the renewal."""
+        values: dict[str, Any] = {"fence_task_id": self.task_id}
+        if self.run_id is not None:
+            values |= {"fence_run_id": self.run_id, "fence_principal": self.principal}
+        else:
+            values |= {"fence_actor_id": self.actor_id, "fence_session": self.session}
+        if now is None:
+            values["fence_lease_seconds"] = float(self.lease_seconds)
+        else:
+            values |= {"fence_now": now, "fence_expires": now + timedelta(seconds=self.lease_seconds)}
+        return values
+
+
+@cache
+def fence_statement(*, sqlite: bool, by_run: bool) -> ReturningUpdate[Any]:
+    """The fence: renew the lease of the caller's run, only while it is the task's active run with a live lease.
+
+    Returns the renewed run (locked until commit on PostgreSQL; SQLite holds the write lock already), or
+    nothing when the caller may not act: the service then works out why (`claimant_run`). The clock is the
+    database's on PostgreSQL and the server's on SQLite (the embedded database shares the server's clock)."""
+    runs, tasks = t.runs, t.tasks
+    task_id = bindparam("fence_task_id", type_=String())
+    if sqlite:
+        now: ColumnElement[Any] = bindparam("fence_now", type_=UTCDateTime())
+        expires: ColumnElement[Any] = bindparam("fence_expires", type_=UTCDateTime())
+    else:
+        now = func.now()
+        expires = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, bindparam("fence_lease_seconds", type_=Float()))
+    if by_run:
+        claimant = [
+            runs.c.id == bindparam("fence_run_id", type_=String()),
+            runs.c.principal == bindparam("fence_principal"),
+        ]
+    else:
+        claimant = [
+            runs.c.actor_id == bindparam("fence_actor_id", type_=String()),
+            runs.c.claim_session.is_not_distinct_from(bindparam("fence_session", type_=String())),
+        ]
+    active = select(tasks.c.active_run_id).where(tasks.c.id == task_id).scalar_subquery()
+    return (
+        update(runs)
+        .where(
+            runs.c.id == active,  # the task's active run: a requeued or re-claimed task has another
+            runs.c.task_id == task_id,
+            *claimant,  # the caller's run
+            runs.c.status == "running",
+            runs.c.lease_expires_at > now,  # a lease that ran out stays out, swept or not
+        )
+        .values(lease_expires_at=expires)
+        .returning(runs)
+    )
+
+
+async def renew(conn: AsyncConnection, fence: Fence) -> RowMapping | None:
+    """PostgreSQL (and SQLite through SQLAlchemy): the fence; the renewed run, or None."""
+    stmt = fence_statement(sqlite=conn.dialect.name == "sqlite", by_run=fence.run_id is not None)
+    now = rawsqlite.server_now() if conn.dialect.name == "sqlite" else None
+    row: RowMapping | None = (await conn.execute(stmt, fence.params(now))).mappings().first()
+    return row
+
+
+@cache
+def _sqlite_fence_sql(by_run: bool) -> tuple[str, dict[str, Any]]:
+    """The fence as SQLite SQL with named parameters, and the values of its constants (`status = 'running'`)."""
+    compiled = fence_statement(sqlite=True, by_run=by_run).compile(dialect=sqlite_dialect.dialect(paramstyle="named"))
+    return str(compiled), {name: value for name, value in compiled.params.items() if value is not None}
+
+
+def renew_sqlite(db: Any, fence: Fence) -> dict[str, Any] | None:
+    """SQLite, on aiosqlite's thread inside the change's transaction: the same fence as plain SQL."""
+    sql, constants = _sqlite_fence_sql(fence.run_id is not None)
+    params = constants | fence.params(rawsqlite.server_now())
+    for name in ("fence_now", "fence_expires"):
+        params[name] = rawsqlite.sqlite_time(params[name])
+    return rawsqlite.fetch_one(db, t.runs, sql, params)
+
+
+async def claimant_run(conn: AsyncConnection, fence: Fence, now: ColumnElement[datetime]) -> RowMapping | None:
+    """The run the fence looked for, whatever became of it, with `lease_live` and `active` worked out by the
+    fence's clock: read only when the fence refused, to say why."""
+    runs, tasks = t.runs, t.tasks
+    query = select(
+        runs,
+        case((runs.c.lease_expires_at > now, True), else_=False).label("lease_live"),
+        case((tasks.c.active_run_id == runs.c.id, True), else_=False).label("active"),
+    ).join(tasks, tasks.c.id == runs.c.task_id)
+    if fence.run_id is not None:
+        query = query.where(runs.c.id == fence.run_id)
+    else:
+        query = query.where(
+            runs.c.task_id == fence.task_id,
+            runs.c.actor_id == fence.actor_id,
+            runs.c.claim_session.is_not_distinct_from(fence.session),
+        ).order_by(runs.c.started_at.desc(), runs.c.id.desc())
+    row: RowMapping | None = (await conn.execute(query.limit(1))).mappings().first()
+    return row
 
 
 async def expire_run(conn: AsyncConnection, run_id: str, now: ColumnElement[datetime]) -> RowMapping | None:
@@ -37,40 +164,3 @@ async def requeue_or_fail(conn: AsyncConnection, task_id: str, run_id: str) -> R
         .returning(t.tasks.c.status, t.tasks.c.attempts, t.tasks.c.trace_id, t.tasks.c.issue_id)
     )
     return (await conn.execute(stmt)).mappings().first()
-
-
-# The PostgreSQL fold: a DELETE sees (and locks) only rows committed before it started; delta rows that
-# triggers insert meanwhile are not deleted and stay to be counted. The sums go back in the same
-# statement, so every reader sees either all the old rows or the folded ones. Two concurrent folds
-# cannot count a row twice: the second one's DELETE skips rows the first already deleted.
-_PG_FOLD = text(
-    """
-WITH gone AS (DELETE FROM count_deltas RETURNING entity, status, delta)
-INSERT INTO count_deltas (entity, status, delta)
-SELECT entity, status, SUM(delta) FROM gone GROUP BY entity, status HAVING SUM(delta) <> 0
-"""
-)
-
-
-async def fold_count_deltas(conn: AsyncConnection, *, sqlite: bool) -> None:
-    """Fold the count delta rows (server/db/tables.py count_deltas) into one row per count.
-
-    Run by the sweeper, so the rows summed by queue statistics stay few however many tasks change.
-    On SQLite the caller's BEGIN IMMEDIATE transaction holds the write lock: no trigger runs between the
-    two statements, and rows above `top` (the sums just written) are kept."""
-    if not sqlite:
-        await conn.execute(_PG_FOLD)
-        return
-    deltas = t.count_deltas
-    top = (await conn.execute(select(func.max(deltas.c.id)))).scalar()
-    if top is None:
-        return
-    total = func.sum(deltas.c.delta)
-    sums = (
-        select(deltas.c.entity, deltas.c.status, total)
-        .where(deltas.c.id <= top)
-        .group_by(deltas.c.entity, deltas.c.status)
-        .having(total != 0)
-    )
-    await conn.execute(insert(deltas).from_select(["entity", "status", "delta"], sums))
-    await conn.execute(delete(deltas).where(deltas.c.id <= top))

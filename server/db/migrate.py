@@ -41,7 +41,7 @@ def _current(connection: Connection) -> str | None:
 
 async def upgrade(db: Database) -> None:
     """Bring the schema to head. Several processes may call this at once: one migrates, the rest wait."""
-    async with db.write() as conn:
+    async with db.schema_change() as conn:
         if not db.is_sqlite:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
         await conn.run_sync(_upgrade)

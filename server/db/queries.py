@@ -9,7 +9,6 @@ from typing import Any
 from sqlalchemy import ColumnElement, RowMapping, and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql.dml import ReturningUpdate
 
 from server.db import tables as t
 
@@ -39,8 +38,9 @@ async def get_task(conn: AsyncConnection, task_id: str) -> RowMapping | None:
     return (await conn.execute(select(t.tasks).where(t.tasks.c.id == task_id))).mappings().first()
 
 
-async def get_task_by_idempotency_key(conn: AsyncConnection, key: str) -> RowMapping | None:
-    return (await conn.execute(select(t.tasks).where(t.tasks.c.idempotency_key == key))).mappings().first()
+async def get_task_by_idempotency_key(conn: AsyncConnection, scope: str, key: str) -> RowMapping | None:
+    query = select(t.tasks).where(t.tasks.c.idempotency_scope == scope, t.tasks.c.idempotency_key == key)
+    return (await conn.execute(query)).mappings().first()
 
 
 async def insert_task_bundle(
@@ -67,10 +67,6 @@ async def insert_task_bundle(
             raise
         return False
     return True
-
-
-def _task_order() -> tuple[ColumnElement[Any], ...]:
-    return (t.tasks.c.priority.asc(), t.tasks.c.queued_at.asc(), t.tasks.c.id.asc())
 
 
 async def update_task(
@@ -163,51 +159,9 @@ async def get_run(conn: AsyncConnection, run_id: str) -> RowMapping | None:
     return (await conn.execute(select(t.runs).where(t.runs.c.id == run_id))).mappings().first()
 
 
-async def latest_run_of(conn: AsyncConnection, task_id: str, actor_id: str) -> RowMapping | None:
-    query = (
-        select(t.runs)
-        .where(t.runs.c.task_id == task_id, t.runs.c.actor_id == actor_id)
-        .order_by(t.runs.c.started_at.desc(), t.runs.c.id.desc())
-        .limit(1)
-    )
-    return (await conn.execute(query)).mappings().first()
-
-
 async def runs_of_task(conn: AsyncConnection, task_id: str, limit: int) -> Sequence[RowMapping]:
     query = select(t.runs).where(t.runs.c.task_id == task_id).order_by(t.runs.c.started_at.desc()).limit(limit)
     return (await conn.execute(query)).mappings().all()
-
-
-async def renew_lease(
-    conn: AsyncConnection,
-    task_id: str,
-    actor_id: str,
-    now: ColumnElement[datetime],
-    expires: ColumnElement[datetime],
-) -> RowMapping | None:
-    """The fence: the caller's run must be the task's active run with a live lease. Renews it and locks the row."""
-    row: RowMapping | None = (
-        (await conn.execute(renew_lease_statement(task_id, actor_id, now, expires))).mappings().first()
-    )
-    return row
-
-
-def renew_lease_statement(
-    task_id: str, actor_id: str, now: ColumnElement[datetime], expires: ColumnElement[datetime]
-) -> ReturningUpdate[Any]:
-    active = select(t.tasks.c.active_run_id).where(t.tasks.c.id == task_id).scalar_subquery()
-    return (
-        update(t.runs)
-        .where(
-            t.runs.c.id == active,
-            t.runs.c.task_id == task_id,
-            t.runs.c.actor_id == actor_id,
-            t.runs.c.status == "running",
-            t.runs.c.lease_expires_at > now,
-        )
-        .values(lease_expires_at=expires)
-        .returning(t.runs)
-    )
 
 
 async def count_running_claims(conn: AsyncConnection, actor_id: str) -> int:

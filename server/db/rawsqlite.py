@@ -27,6 +27,11 @@ def sqlite_time(value: datetime) -> str:
     return value.astimezone(UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def server_now() -> datetime:
+    """The embedded database's clock: the server's (SQLite has no clock of its own worth the name)."""
+    return datetime.now(UTC)
+
+
 def stored_time(value: datetime | ColumnElement[datetime]) -> str:
     """A time as stored; the SQLite clock (engine.db_now) is a literal bound value."""
     return sqlite_time(_plain(value))
@@ -99,13 +104,16 @@ def fetch_all(db: sqlite3.Connection, table: Table, sql: str, params: Values) ->
     return [decode(table, dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
 
 
-def insert(db: sqlite3.Connection, table: Table, rows: Sequence[Values]) -> None:
-    """Insert rows that all name the same columns."""
+def insert(db: sqlite3.Connection, table: Table, rows: Sequence[Values]) -> int | None:
+    """Insert rows that all name the same columns; the rowid of a single row inserted."""
     if not rows:
-        return
+        return None
     columns = list(rows[0])
     sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
+    if len(rows) == 1:
+        return db.execute(sql, encode(table, rows[0])).lastrowid
     db.executemany(sql, [encode(table, row) for row in rows])
+    return None
 
 
 def update(

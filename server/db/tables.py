@@ -13,6 +13,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from server.db.types import BigId, Json, UTCDateTime
@@ -102,7 +103,9 @@ tasks = Table(
     Column("status", String(16), nullable=False),
     Column("attempts", Integer, nullable=False),
     Column("max_attempts", Integer, nullable=False),
-    Column("idempotency_key", String(256), nullable=True, unique=True),
+    Column("idempotency_key", String(256), nullable=True),
+    # Whose key it is: the principal that enqueued (keys are per principal, so one cannot probe another's).
+    Column("idempotency_scope", String(256), nullable=True),
     Column("request_hash", String(64), nullable=True),
     Column("trace_id", ID, nullable=False),
     Column("issue_id", ID, ForeignKey("issues.id"), nullable=True, index=True),
@@ -120,6 +123,7 @@ tasks = Table(
     Index("ix_tasks_operation_status_priority_queued_at_id", "operation", "status", "priority", "queued_at", "id"),
     # resources/list and completions walk tasks newest first.
     Index("ix_tasks_queued_at_id", "queued_at", "id"),
+    UniqueConstraint("idempotency_scope", "idempotency_key"),
 )
 
 runs = Table(
@@ -130,8 +134,13 @@ runs = Table(
     Column("issue_id", ID, nullable=True),
     Column("mode", String(16), nullable=False),
     Column("executor", Json, nullable=False),
-    # The principal that claimed; fencing looks runs up by (task, actor).
+    # The agent that claimed; a call that names no run acts on its agent's run (task, actor, claim_session).
     Column("actor_id", String(256), nullable=False),
+    # Who authenticated when it was claimed (a token's name; `local` without tokens): a call naming the
+    # run acts on it only for this principal.
+    Column("principal", String(256), nullable=False, server_default=""),
+    # The connection the claim came through (NULL for a stateless request).
+    Column("claim_session", String(64), nullable=True),
     Column("status", String(16), nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("lease_expires_at", UTCDateTime, nullable=True),
@@ -244,10 +253,18 @@ tokens = Table(
     "tokens",
     metadata,
     Column("id", ID, primary_key=True),
-    Column("name", String(128), nullable=False, unique=True),
+    # Unique among live tokens: a revoked token's name can be used again (`jct token rotate`).
+    Column("name", String(128), nullable=False),
     Column("roles", Json, nullable=False),
     # sha256 of the secret: tokens are 256 random bits, so a fast hash is enough and lookups stay O(1).
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime, nullable=True),
+    Index(
+        "ix_tokens_name_live",
+        "name",
+        unique=True,
+        sqlite_where=text("revoked_at IS NULL"),
+        postgresql_where=text("revoked_at IS NULL"),
+    ),
 )

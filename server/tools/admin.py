@@ -12,6 +12,7 @@ from server.core import queue, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, WRITE
+from server.tools.params import TaskId
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -60,7 +61,5 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         annotations=DESTRUCTIVE,
         description="Cancel a queued or running task for good; a running agent's next call fails. Cannot be undone.",
     )
-    async def jct_cancel_task(
-        task_id: Annotated[str, Field(description="The task's id (UUID).")], reason: str, ctx: Context
-    ) -> results.Cancelled:
+    async def jct_cancel_task(task_id: TaskId, reason: str, ctx: Context) -> results.Cancelled:
         return await queue.cancel_task(core, identity.actor(ctx), task_id, reason)

@@ -11,8 +11,7 @@ from server.core import observe, queue, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
-
-RunId = Annotated[str, Field(description="The run's id (UUID).")]
+from server.tools.params import RunId, TaskId
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -21,7 +20,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         annotations=READ,
         description="A task's full record (status, attempts, result, error) and its runs, newest first.",
     )
-    async def jct_get_task(task_id: Annotated[str, Field(description="The task's id (UUID).")]) -> results.TaskView:
+    async def jct_get_task(task_id: TaskId) -> results.TaskView:
         return await observe.get_task(core, task_id)
 
     @mcp.tool(

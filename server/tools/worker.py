@@ -14,9 +14,8 @@ from server.core.service import Core
 from server.errors import invalid
 from server.identity import Identity
 from server.tools.annotations import READ, RETRY_SAFE, WRITE
-
-TaskId = Annotated[str, Field(description="The task's id (UUID).")]
-OperationFilter = Literal["code_change", "docs", "analysis", "ops"]
+from server.tools.params import ClaimedRun, Cursor, TaskId
+from server.tools.params import Operation as OperationFilter
 
 
 class CriterionReport(BaseModel):
@@ -55,7 +54,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         status: Literal["queued", "running", "completed", "failed", "cancelled", "all"] = "queued",
         operation: OperationFilter | None = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
-        cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
+        cursor: Cursor = None,
     ) -> results.TaskList:
         return await queue.list_tasks(core, status=status, operation=operation, limit=limit, cursor=cursor)
 
@@ -63,9 +62,10 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_claim_task",
         annotations=WRITE,
         description=(
-            "Claim one queued task by id. Atomic: exactly one agent wins. Returns run_id, objective, target, "
-            "constraints, context_packet (summary, files_of_interest, acceptance_criteria, review_feedback) and "
-            "lease_expires_at. Error TASK_ALREADY_CLAIMED: someone else has it; use jct_claim_next."
+            "Claim one queued task by id. Atomic: exactly one agent wins. Returns run_id (pass it to every later "
+            "call on the task), objective, target, constraints, context_packet (summary, files_of_interest, "
+            "acceptance_criteria, review_feedback) and lease_expires_at. Error TASK_ALREADY_CLAIMED: someone "
+            "else has it; use jct_claim_next."
         ),
     )
     async def jct_claim_task(task_id: TaskId, ctx: Context) -> results.Claim:
@@ -116,6 +116,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         content: str | None = None,
         uri: str | None = None,
         media_type: str = "text/plain",
+        run_id: ClaimedRun = None,
     ) -> results.ArtifactReported:
         return await work.report_artifact(
             core,
@@ -126,6 +127,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             content=content,
             uri=uri,
             media_type=media_type,
+            run_id=run_id,
         )
 
     @mcp.tool(
@@ -142,9 +144,10 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         progress: Annotated[int | None, Field(ge=0, le=100, description="Percent done.")] = None,
         kind: Literal["progress", "milestone", "decision", "blocker"] = "progress",
+        run_id: ClaimedRun = None,
     ) -> results.ProgressReported:
         return await work.report_progress(
-            core, identity.actor(ctx), task_id, message=message, progress=progress, kind=kind
+            core, identity.actor(ctx), task_id, message=message, progress=progress, kind=kind, run_id=run_id
         )
 
     @mcp.tool(
@@ -169,6 +172,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         telemetry: Annotated[
             dict[str, Any] | None, Field(description="tokens_input, tokens_output, cost_usd, duration_seconds.")
         ] = None,
+        run_id: ClaimedRun = None,
     ) -> results.Completion:
         return await work.complete_task(
             core,
@@ -184,6 +188,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
                 else None
             ),
             telemetry=telemetry,
+            run_id=run_id,
         )
 
     @mcp.tool(
@@ -194,5 +199,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             "you cannot or should not do the task; use jct_complete_task with success=false when you tried and failed."
         ),
     )
-    async def jct_release_task(task_id: TaskId, reason: str, ctx: Context) -> results.Released:
-        return await work.release_task(core, identity.actor(ctx), task_id, reason)
+    async def jct_release_task(
+        task_id: TaskId, reason: str, ctx: Context, run_id: ClaimedRun = None
+    ) -> results.Released:
+        return await work.release_task(core, identity.actor(ctx), task_id, reason, run_id=run_id)

@@ -59,7 +59,7 @@ async def hold(core: Core, actor: Actor, count: int) -> None:
 async def main(argv: list[str]) -> None:
     mode, actor_id, *rest = argv
     core = Core.build(Settings(_env_file=None))  # type: ignore[call-arg]
-    actor = Actor(actor_id=actor_id, name=actor_id)
+    actor = Actor(actor_id=actor_id, name=actor_id, session=actor_id)
     try:
         if mode == "drain":
             await drain(core, actor)

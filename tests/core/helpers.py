@@ -11,9 +11,10 @@ from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
 
-ALICE = Actor(actor_id="alice", name="alice")
-BOB = Actor(actor_id="bob", name="bob")
-ADMIN = Actor(actor_id="root", actor_kind="human", admin=True)
+# Each works through its own connection (a session), as an agent connected over MCP does.
+ALICE = Actor(actor_id="alice", name="alice", session="alice-session")
+BOB = Actor(actor_id="bob", name="bob", session="bob-session")
+ADMIN = Actor(actor_id="root", actor_kind="human", admin=True, session="root-session")
 
 PATCH = """diff --git a/src/app.py b/src/app.py
 --- a/src/app.py

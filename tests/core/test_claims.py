@@ -77,7 +77,7 @@ async def test_fifty_claimers_on_separate_connections_produce_exactly_one_winner
     losers: list[ErrorCode] = []
 
     async def claimer(c: Core, n: int) -> None:
-        actor = Actor(actor_id=f"agent-{n}")
+        actor = Actor(actor_id=f"agent-{n}", session=f"agent-{n}")
         await start.wait()
         try:
             claim = await queue.claim_task(c, actor, task_id)
@@ -108,7 +108,7 @@ async def test_twenty_workers_drain_five_hundred_tasks_each_claimed_and_complete
     done_by: dict[str, list[str]] = {}
 
     async def worker(c: Core, n: int) -> None:
-        actor = Actor(actor_id=f"worker-{n}")
+        actor = Actor(actor_id=f"worker-{n}", session=f"worker-{n}")
         await start.wait()
         while True:
             claim = await queue.claim_next(c, actor)

@@ -226,7 +226,7 @@ async def test_with_tokens_an_executor_may_not_review_its_own_run(with_tokens: C
 
 
 async def test_with_tokens_an_admin_may_review_its_own_run(with_tokens: Core) -> None:
-    alice_admin = Actor(actor_id="alice", name="alice", admin=True)
+    alice_admin = Actor(actor_id="alice", name="alice", admin=True, session="alice-admin")
     done = await complete(with_tokens, actor=alice_admin)
 
     decided = await review.submit_review(with_tokens, alice_admin, done.evidence_pack.id, "approved", "Checked")

@@ -206,7 +206,7 @@ async def _server_runs_on_the_copy(lived: Lived, target: Core, before: dict[str,
     max_audit = max(row[0] for row in before["audit_log"])
     max_event = max(row[0] for row in before["run_events"])
 
-    async with Client(build_mcp(target, FixedIdentity("carol"))) as client:
+    async with Client(build_mcp(target, FixedIdentity("carol")), mode="legacy") as client:
         artifact = await call(client, "jct_get_artifact", artifact_id=patch_id)
         assert artifact["content"] == PATCH
         context = await call(client, "jct_get_context", task_id=done)
@@ -258,7 +258,7 @@ async def test_copy_with_trace_root_moves_artifact_content(source: Core, databas
         assert all(uri.startswith(new_root.resolve().as_uri() + "/runs/") for uri in runs)
         stored = [row for row in rows if row["stored"]]
         assert len(stored) == 3
-        async with Client(build_mcp(target, FixedIdentity("carol"))) as client:
+        async with Client(build_mcp(target, FixedIdentity("carol")), mode="legacy") as client:
             for row in stored:
                 assert target.store.owns(row["uri"])
                 artifact = await call(client, "jct_get_artifact", artifact_id=row["id"])

@@ -118,8 +118,8 @@ async def claimed_task(agent: Client) -> tuple[str, str]:
     return task_id, str(claim["run_id"])
 
 
-async def complete(agent: Client, task_id: str) -> None:
-    result = await call(agent, "jct_complete_task", task_id=task_id, success=True, summary="done")
+async def complete(agent: Client, task_id: str, run_id: str) -> None:
+    result = await call(agent, "jct_complete_task", task_id=task_id, run_id=run_id, success=True, summary="done")
     assert result["success"] is True
 
 
@@ -139,7 +139,7 @@ async def test_a_completion_on_another_process_reaches_a_legacy_subscriber(datab
                 task_id, run_id = await claimed_task(agent)
                 uri = f"jct://runs/{run_id}"
                 await watcher.subscribe_resource(uri)
-                await complete(agent, task_id)
+                await complete(agent, task_id, run_id)
                 await inbox.wait_for(updated(uri))
 
 
@@ -155,7 +155,7 @@ async def test_a_completion_by_another_session_reaches_a_legacy_subscriber(datab
                 task_id, run_id = await claimed_task(agent)
                 uri = f"jct://runs/{run_id}"
                 await watcher.subscribe_resource(uri)
-                await complete(agent, task_id)
+                await complete(agent, task_id, run_id)
                 await inbox.wait_for(updated(uri))
                 # The watcher heard only of what it subscribed to (list_changed aside: it used resources/*).
                 heard = {m.params.uri for m in inbox.messages if isinstance(m, ResourceUpdatedNotification)}
@@ -176,7 +176,7 @@ async def test_a_completion_on_another_process_reaches_a_2026_listener(database_
             task_id, run_id = await claimed_task(agent)
             uri = f"jct://runs/{run_id}"
             async with watcher.listen(resource_subscriptions=[uri]) as events:
-                await complete(agent, task_id)
+                await complete(agent, task_id, run_id)
                 with anyio.fail_after(NOTIFIED):
                     event = await events.__anext__()
             assert isinstance(event, ResourceUpdated)

@@ -76,18 +76,18 @@ async def test_one_principal_cannot_touch_another_principals_claim(token_server:
             task_id = await enqueue(a)
             issue_id = (await call(a, "jct_get_task", task_id=task_id))["task"]["cwom_issue_id"]
             claim = await call(a, "jct_claim_task", task_id=task_id)
+            run = {"task_id": task_id, "run_id": claim["run_id"]}
             artifact = await call(
-                a, "jct_report_artifact", task_id=task_id, title="Patch", artifact_type="code_patch", content=PATCH
+                a, "jct_report_artifact", **run, title="Patch", artifact_type="code_patch", content=PATCH
             )
-            await call(a, "jct_report_progress", task_id=task_id, message="half way", progress=50)
+            await call(a, "jct_report_progress", **run, message="half way", progress=50)
 
+            # Knowing A's run id is not enough: the run belongs to A's principal.
             refused = [
-                await call_error(
-                    b, "jct_report_artifact", task_id=task_id, title="Mine", artifact_type="log", content="x"
-                ),
-                await call_error(b, "jct_report_progress", task_id=task_id, message="hijack"),
-                await call_error(b, "jct_complete_task", task_id=task_id, success=True, summary="stolen"),
-                await call_error(b, "jct_release_task", task_id=task_id, reason="mine now"),
+                await call_error(b, "jct_report_artifact", **run, title="Mine", artifact_type="log", content="x"),
+                await call_error(b, "jct_report_progress", **run, message="hijack"),
+                await call_error(b, "jct_complete_task", **run, success=True, summary="stolen"),
+                await call_error(b, "jct_release_task", **run, reason="mine now"),
             ]
             assert [r["error"]["code"] for r in refused] == ["NOT_CLAIMANT"] * 4
             still = await call(b, "jct_get_task", task_id=task_id)
@@ -137,11 +137,9 @@ async def test_a_reviewer_may_not_review_its_own_run_but_an_admin_may(token_serv
             packs = []
             for objective in ("First change", "Second change"):
                 task_id = await enqueue(c, objective)
-                await call(c, "jct_claim_task", task_id=task_id)
-                await call(
-                    c, "jct_report_artifact", task_id=task_id, title="Patch", artifact_type="code_patch", content=PATCH
-                )
-                done = await call(c, "jct_complete_task", task_id=task_id, success=True, summary="Done.")
+                run = {"task_id": task_id, "run_id": (await call(c, "jct_claim_task", task_id=task_id))["run_id"]}
+                await call(c, "jct_report_artifact", **run, title="Patch", artifact_type="code_patch", content=PATCH)
+                done = await call(c, "jct_complete_task", **run, success=True, summary="Done.")
                 assert done["review"]["status"] == "awaiting_manual_review"
                 packs.append(done["evidence_pack"]["id"])
 

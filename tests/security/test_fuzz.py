@@ -91,7 +91,9 @@ def target(anyio_backend: str, make_settings: Callable[..., Settings]) -> Iterat
     with start_blocking_portal(anyio_backend) as portal:
         core = Core.build(settings)
         try:
-            with portal.wrap_async_context_manager(Client(build_mcp(core, FixedIdentity("fuzzer")))) as client:
+            with portal.wrap_async_context_manager(
+                Client(build_mcp(core, FixedIdentity("fuzzer")), mode="legacy")
+            ) as client:
                 ids = portal.call(_seed, client)
                 schemas = portal.call(_schemas, client)
                 yield Target(portal, core, client, schemas, ids)

@@ -36,7 +36,7 @@ class World:
 async def world(make_settings: Callable[..., Settings]) -> AsyncIterator[World]:
     core = Core.build(make_settings(review_auto_approve=False))
     try:
-        async with Client(build_mcp(core, FixedIdentity("agent"))) as client:
+        async with Client(build_mcp(core, FixedIdentity("agent")), mode="legacy") as client:
             ids = await _seed(client)
             yield World(core, client, claimed=ids[2], pack=ids[-1])
     finally:

@@ -27,7 +27,9 @@ def connect(make_settings: Callable[..., Settings]) -> ClientFactory:
         owned = core is None
         built = core if core is not None else Core.build(make_settings(**overrides))
         try:
-            async with Client(build_mcp(built, FixedIdentity(agent))) as client:
+            # The handshake era, as Claude Code speaks it: the connection is a session, so calls on a claim
+            # may leave out run_id (a stateless 2026-07-28 caller must name its run).
+            async with Client(build_mcp(built, FixedIdentity(agent)), mode="legacy") as client:
                 yield client
         finally:
             if owned:

@@ -77,6 +77,7 @@ async def test_happy_path_ends_auto_approved(transport: Transport) -> None:
                 agent,
                 "jct_report_artifact",
                 task_id=task_id,
+                run_id=claim["run_id"],
                 title="Code changes",
                 artifact_type="code_patch",
                 content=PATCH,
@@ -85,6 +86,7 @@ async def test_happy_path_ends_auto_approved(transport: Transport) -> None:
                 agent,
                 "jct_report_artifact",
                 task_id=task_id,
+                run_id=claim["run_id"],
                 title="Test results",
                 artifact_type="log",
                 content=PASSING_TESTS,
@@ -95,6 +97,7 @@ async def test_happy_path_ends_auto_approved(transport: Transport) -> None:
                 agent,
                 "jct_complete_task",
                 task_id=task_id,
+                run_id=claim["run_id"],
                 success=True,
                 summary="Added RFC 5322 email validation to registration endpoint. All tests pass.",
                 criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch["artifact_id"]]}],
@@ -125,6 +128,7 @@ async def test_failure_path_ends_failed_with_a_failing_verdict(transport: Transp
                 agent,
                 "jct_report_artifact",
                 task_id=task_id,
+                run_id=claim["run_id"],
                 title="Failed test output",
                 artifact_type="log",
                 content=FAILING_TESTS,
@@ -133,6 +137,7 @@ async def test_failure_path_ends_failed_with_a_failing_verdict(transport: Transp
                 agent,
                 "jct_complete_task",
                 task_id=task_id,
+                run_id=claim["run_id"],
                 success=False,
                 summary="Unable to implement feature - dependency conflict in package.json",
                 error_message="npm install fails with peer dependency conflict between react@18 and react-dom@17",
@@ -148,7 +153,9 @@ async def test_failure_path_ends_failed_with_a_failing_verdict(transport: Transp
             assert task["task"]["status"] == "failed"
 
             # A retried completion returns the recorded outcome; a claim of the failed task is refused.
-            again = await call(agent, "jct_complete_task", task_id=task_id, success=False, summary="again")
+            again = await call(
+                agent, "jct_complete_task", task_id=task_id, run_id=claim["run_id"], success=False, summary="again"
+            )
             assert again["duplicate"] is True
             assert again["evidence_pack"]["id"] == done["evidence_pack"]["id"]
             refused = await call_error(agent, "jct_claim_task", task_id=task_id)
@@ -175,6 +182,7 @@ async def test_multi_task_loop_drains_the_queue_in_priority_order(transport: Tra
                     agent,
                     "jct_report_artifact",
                     task_id=task_id,
+                    run_id=claim["run_id"],
                     title="Patch",
                     artifact_type="code_patch",
                     content=PATCH,
@@ -183,6 +191,7 @@ async def test_multi_task_loop_drains_the_queue_in_priority_order(transport: Tra
                     agent,
                     "jct_complete_task",
                     task_id=task_id,
+                    run_id=claim["run_id"],
                     success=True,
                     summary=f"Done: {claim['objective']}",
                     criteria_results=[
@@ -213,6 +222,7 @@ async def test_review_agent_approves_pending_work(transport: Transport) -> None:
                 worker,
                 "jct_report_artifact",
                 task_id=task_id,
+                run_id=claim["run_id"],
                 title="Code changes",
                 artifact_type="code_patch",
                 content=PATCH,
@@ -221,6 +231,7 @@ async def test_review_agent_approves_pending_work(transport: Transport) -> None:
                 worker,
                 "jct_complete_task",
                 task_id=task_id,
+                run_id=claim["run_id"],
                 success=True,
                 summary="Validated emails",
                 criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch["artifact_id"]]}],

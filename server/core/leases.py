@@ -1,0 +1,102 @@
+"""The lease rule (DESIGN sections 3 and 10): who may act on a claimed task, and why a late call may not.
+
+A claim grants a lease on one run (server/db/claims.py). Every later call on the task (report, progress,
+complete, release) acts on one run: the `run_id` it names, else the run its agent claimed through the same
+connection. It passes the fence (server/db/leases.py `fence_statement`) only while that run is the task's
+active run, its lease is live, and the caller is its claimant; passing renews the lease. A late call gets
+LEASE_EXPIRED and changes nothing, also when the task was re-claimed under the same identity.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.core.models import Actor, parse_id
+from server.core.service import Core
+from server.db import leases, queries
+from server.db.leases import Fence
+from server.errors import ErrorCode, JctError, invalid
+
+NAME_YOUR_RUN = "Pass the run_id that jct_claim_task or jct_claim_next returned."
+
+
+def fence_for(core: Core, actor: Actor, task_id: str, run_id: str | None) -> Fence:
+    """The fence a call of `actor` on `task_id` must pass."""
+    if run_id is not None:
+        run_id = parse_id(run_id, "run_id")
+    elif actor.session is None:
+        raise invalid(
+            "This call names no run_id, and it came without a session (the stateless protocol), so nothing "
+            "tells your claim apart from another agent's.",
+            NAME_YOUR_RUN,
+        )
+    return Fence(task_id, run_id, actor.actor_id, actor.claimant, actor.session, core.settings.lease_seconds)
+
+
+async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
+    """Why the fence refused: worked out only on the error path, so a call that passes is one statement."""
+    task = await queries.get_task(conn, fence.task_id)
+    if task is None:
+        return JctError(
+            ErrorCode.TASK_NOT_FOUND, f"Task {fence.task_id} does not exist.", "Check the task_id you were given."
+        )
+    run = await leases.claimant_run(conn, fence, core.now())
+    if run is None:
+        if fence.run_id is not None:
+            return JctError(ErrorCode.RUN_NOT_FOUND, f"Run {fence.run_id} does not exist.", NAME_YOUR_RUN)
+        if task["status"] == "running":
+            return JctError(
+                ErrorCode.NOT_CLAIMANT,
+                f"Task {fence.task_id} is claimed by another agent.",
+                "Work only on tasks you claimed; use jct_claim_next to get one. If you claimed it through "
+                f"another connection, {NAME_YOUR_RUN[0].lower()}{NAME_YOUR_RUN[1:]}",
+            )
+        return JctError(
+            ErrorCode.TASK_NOT_CLAIMED,
+            f"Task {fence.task_id} is not claimed by you (status: {task['status']}).",
+            "Claim it first with jct_claim_task, or take another with jct_claim_next.",
+        )
+    if run["task_id"] != fence.task_id:
+        return invalid(
+            f"Run {run['id']} is a run of task {run['task_id']}, not of task {fence.task_id}.",
+            "Pass the task_id and run_id of the same claim.",
+        )
+    if fence.run_id is not None and run["principal"] != fence.principal:
+        return JctError(
+            ErrorCode.NOT_CLAIMANT,
+            f"Run {run['id']} was claimed by another agent.",
+            "Work only on runs you claimed; use jct_claim_next to get one.",
+        )
+    if _lapsed(run):
+        expired_at = run["lease_expires_at"]
+        return JctError(
+            ErrorCode.LEASE_EXPIRED,
+            f"Your lease on task {fence.task_id} (run {run['id']}) expired at {expired_at:%Y-%m-%dT%H:%M:%SZ}; "
+            "nothing was recorded.",
+            "Stop work on this task: it went back to the queue. Claim another with jct_claim_next; "
+            "call jct_report_progress at least every few minutes to keep a lease alive.",
+        )
+    return JctError(
+        ErrorCode.TASK_NOT_CLAIMED,
+        f"Your run {run['id']} on task {fence.task_id} has already ended (run status: {run['status']}, "
+        f"task status: {task['status']}).",
+        "Nothing more to report on this run. Use jct_get_task to see where the task stands.",
+    )
+
+
+def _lapsed(run: RowMapping) -> bool:
+    """The run lost its lease: swept already, or running past its lease or after the task moved on."""
+    return bool(
+        run["status"] == "expired" or (run["status"] == "running" and not (run["lease_live"] and run["active"]))
+    )
+
+
+async def claimant_run(core: Core, conn: AsyncConnection, fence: Fence) -> RowMapping | None:
+    """The run a call names (or its agent claimed through its connection), if its principal may see it."""
+    run = await leases.claimant_run(conn, fence, core.now())
+    if run is None or run["task_id"] != fence.task_id:
+        return None
+    if fence.run_id is not None and run["principal"] != fence.principal:
+        return None
+    return run

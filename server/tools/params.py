@@ -1,0 +1,16 @@
+"""The parameter types tools share, with the descriptions the model reads."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+TaskId = Annotated[str, Field(description="The task's id (UUID).")]
+RunId = Annotated[str, Field(description="The run's id (UUID).")]
+ClaimedRun = Annotated[
+    str | None,
+    Field(description="The run_id your claim returned: pass it, so a late call can never touch someone else's run."),
+]
+Operation = Literal["code_change", "docs", "analysis", "ops"]
+Cursor = Annotated[str | None, Field(description="next_cursor of the previous page.")]
