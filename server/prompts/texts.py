@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from server.core import results
 from server.core.models import Limits, Operation, Priority
+from server.markdown import clip, headline, line, stamp, who
 
 QUEUE_SHOWN = 10
 REVIEWS_SHOWN = 10
@@ -16,33 +16,6 @@ REQUEST_CHARS = 8_000
 TEXT_CHARS = 1_500
 # The diffs a review prompt embeds, all together.
 DIFF_CHARS = 8_000
-
-
-def line(text: str | None, limit: int = 100) -> str:
-    folded = " ".join((text or "").split())
-    return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"
-
-
-def headline(text: str | None, limit: int = 100) -> str:
-    first = next((part for part in (text or "").splitlines() if part.strip()), "")
-    return line(first, limit)
-
-
-def clip(text: str, limit: int, pointer: str) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit].rstrip()}\n… (truncated, {len(text) - limit:,} more characters; {pointer})"
-
-
-def stamp(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "-"
-
-
-def who(executor: Mapping[str, Any] | None) -> str:
-    if not executor:
-        return "unknown"
-    return str(executor.get("name") or executor.get("actor_id") or "unknown")
 
 
 def _minutes(seconds: int) -> str:

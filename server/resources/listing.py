@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core.service import Core, decode_cursor, encode_cursor
 from server.db import listing
 from server.errors import JctError
-from server.resources.text import evidence_uri, headline, issue_uri, run_uri, task_uri, who
+from server.markdown import evidence_uri, headline, issue_uri, run_uri, task_uri, who
 
 # Tasks per page; each brings up to four resources (issue, task, newest run, evidence pack).
 PAGE_TASKS = 25

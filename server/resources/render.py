@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from server.core import results
-from server.resources.text import (
+from server.markdown import (
     artifact_uri,
     bullets,
     clip,

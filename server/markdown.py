@@ -1,4 +1,5 @@
-"""Small Markdown helpers for text that lands in a model's context window: every cut says where the rest is."""
+"""Small Markdown helpers for text that lands in a model's context window, shared by the resources and the
+prompts: every cut says where the rest is."""
 
 from __future__ import annotations
 
