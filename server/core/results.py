@@ -62,7 +62,10 @@ class ConstraintSnapshot(BaseModel):
 class ReviewFeedback(BaseModel):
     decision: str
     reason: str
+    # The reviewer's principal (actor_id). Feedback recorded before that has no reviewer_name, and there
+    # `reviewer` is the name the reviewer chose.
     reviewer: str
+    reviewer_name: str | None = None  # the name the reviewer chose (self-reported)
     run_id: str
     verdict: str
     at: datetime

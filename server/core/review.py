@@ -277,9 +277,7 @@ async def submit_review(
                     audit_row(actor, "task.requeued", "Task", task["id"], {"status": "completed"}, after, trace)
                 )
                 if task["issue_id"] is not None:
-                    version = await _feedback_packet(
-                        conn, task["issue_id"], choice, reason, reviewer_name, run, pack, ts
-                    )
+                    version = await _feedback_packet(conn, task["issue_id"], choice, reason, reviewer, run, pack, ts)
         await queries.update_run(conn, run["id"], {"status": run_status}, status_in=("under_review",))
         audit.append(
             audit_row(
@@ -315,7 +313,7 @@ async def _feedback_packet(
     issue_id: str,
     choice: Decision,
     reason: str,
-    reviewer_name: str,
+    reviewer: Mapping[str, str],
     run: RowMapping,
     pack: RowMapping,
     ts: ColumnElement[datetime],
@@ -328,7 +326,8 @@ async def _feedback_packet(
         {
             "decision": choice.value,
             "reason": reason,
-            "reviewer": reviewer_name,
+            "reviewer": reviewer["actor_id"],  # the principal; the name it chose is only self-reported
+            "reviewer_name": reviewer["name"],
             "run_id": run["id"],
             "verdict": pack["verdict"],
             "at": datetime.now(UTC).isoformat(),

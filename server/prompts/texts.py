@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from server.core import results
 from server.core.models import Limits, Operation, Priority
+from server.markdown import artifact_uri, block, clip, fenced, headline, line, stamp, who
 
 QUEUE_SHOWN = 10
 REVIEWS_SHOWN = 10
@@ -16,33 +16,6 @@ REQUEST_CHARS = 8_000
 TEXT_CHARS = 1_500
 # The diffs a review prompt embeds, all together.
 DIFF_CHARS = 8_000
-
-
-def line(text: str | None, limit: int = 100) -> str:
-    folded = " ".join((text or "").split())
-    return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"
-
-
-def headline(text: str | None, limit: int = 100) -> str:
-    first = next((part for part in (text or "").splitlines() if part.strip()), "")
-    return line(first, limit)
-
-
-def clip(text: str, limit: int, pointer: str) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit].rstrip()}\n… (truncated, {len(text) - limit:,} more characters; {pointer})"
-
-
-def stamp(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%SZ") if value is not None else "-"
-
-
-def who(executor: Mapping[str, Any] | None) -> str:
-    if not executor:
-        return "unknown"
-    return str(executor.get("name") or executor.get("actor_id") or "unknown")
 
 
 def _minutes(seconds: int) -> str:
@@ -62,7 +35,7 @@ def _queue_lines(stats: results.QueueStats, page: results.TaskList, operation: s
     lines.append(f"Top {which}, in the order jct_claim_next takes them:")
     for number, task in enumerate(page.tasks, 1):
         lines.append(
-            f"{number}. {task.priority} {task.operation} · {task.target_repo} — {headline(task.objective)} "
+            f"{number}. {task.priority} {task.operation} · {line(task.target_repo, 60)} — {headline(task.objective)} "
             f"(task_id {task.task_id})"
         )
     if page.next_cursor is not None:
@@ -182,18 +155,19 @@ def review_pack(state: PackState) -> str:
         f"Task {pack.task_id}, run {pack.run_id} by {who(state.executor)}.",
         "",
         "Objective:",
-        clip(state.objective, TEXT_CHARS, f'call jct_get_task(task_id="{pack.task_id}")'),
+        *block(state.objective, TEXT_CHARS, f'call jct_get_task(task_id="{pack.task_id}")'),
     ]
     if state.run_summary:
-        lines += ["", "The agent's summary:", clip(state.run_summary, TEXT_CHARS, pointer)]
-    reason = clip(pack.verdict_reason, 600, pointer)
+        lines += ["", "The agent's summary:", *block(state.run_summary, TEXT_CHARS, pointer)]
+    reason = line(pack.verdict_reason, 600, pointer)
     verdict = reason if reason.startswith(f"{pack.verdict}:") else f"{pack.verdict}: {reason}"
     lines += ["", f"Verdict {verdict}", "", "Checks:"]
     marks = {True: "passed", False: "FAILED", None: "n/a"}
-    lines += [f"- {marks[c.passed]} · {c.name}: {line(c.detail, 300)}" for c in pack.checks[:30]] or ["- none"]
+    checks = [f"- {marks[c.passed]} · {line(c.name, 60)}: {line(c.detail, 300)}" for c in pack.checks[:30]]
+    lines += checks or ["- none"]
     lines += ["", "Acceptance criteria:"]
     for c in pack.criteria_results[:50]:
-        cited = ", ".join(c.evidence[:5]) or "nothing cited"
+        cited = line(", ".join(c.evidence[:5]), 300) or "nothing cited"
         note = f" (note: {line(c.note, 200)})" if c.note else ""
         lines.append(f"- {c.status} · {line(c.criterion, 300)} — evidence: {cited}{note}")
     if not pack.criteria_results:
@@ -202,26 +176,24 @@ def review_pack(state: PackState) -> str:
         lines += ["", "Missing evidence:", *[f"- {line(m, 200)}" for m in pack.evidence_missing[:20]]]
     lines += ["", "Artifacts of the run (read the code_patch first):"]
     for a in state.artifacts[:30]:
-        size = f"{a.size_bytes} bytes" if a.size_bytes is not None else f"remote {a.uri}"
+        size = f"{a.size_bytes} bytes" if a.size_bytes is not None else f"remote {line(a.uri, 200)}"
         lines.append(
-            f"- {line(a.title, 80)} ({a.type}, {a.media_type}, {size}): jct_get_artifact(artifact_id="
-            f'"{a.artifact_id}") or jct://artifacts/{a.artifact_id}'
+            f"- {line(a.title, 80)} ({a.type}, {line(a.media_type, 60)}, {size}): jct_get_artifact(artifact_id="
+            f'"{a.artifact_id}") or {artifact_uri(a.artifact_id)}'
         )
     if not state.artifacts:
         lines.append("- none were reported")
     for diff in state.diffs:
         lines += [
             "",
-            f"The diff, {diff.artifact.title!r} ({diff.artifact.artifact_id}):",
-            "````diff",
-            diff.text.rstrip(),
+            f"The diff, {line(diff.artifact.title, 80)} ({diff.artifact.artifact_id}):",
+            *fenced(diff.text.rstrip(), "diff"),
         ]
         if diff.total_chars > len(diff.text):
             lines.append(
                 f"… (truncated at {len(diff.text):,} of {diff.total_chars:,} characters; call jct_get_artifact("
                 f'artifact_id="{diff.artifact.artifact_id}", offset={len(diff.text)}) for the rest)'
             )
-        lines.append("````")
     if pack.review_state == "pending":
         lines += [
             "",
@@ -284,7 +256,7 @@ def enqueue(request: str, allowed_prefixes: Sequence[str], queued: results.TaskL
     if queued.tasks:
         lines += ["", "Already queued (do not enqueue duplicates of these):"]
         lines += [
-            f"- {t.priority} {t.operation} · {t.target_repo} — {headline(t.objective)} (task_id {t.task_id})"
+            f"- {t.priority} {t.operation} · {line(t.target_repo, 60)} — {headline(t.objective)} (task_id {t.task_id})"
             for t in queued.tasks
         ]
     return "\n".join(lines)

@@ -28,25 +28,14 @@ ARTIFACT_CHARS = 40_000
 def review_of(row: RowMapping | None) -> Review | None:
     if row is None:
         return None
-    reviewer = row["reviewer"] or {}
-    return Review(
-        decision=row["decision"],
-        reason=row["reason"],
-        reviewer=str(reviewer.get("name") or reviewer.get("actor_id") or "unknown"),
-        at=row["created_at"],
-    )
+    return Review(decision=row["decision"], reason=row["reason"], reviewer=row["reviewer"] or {}, at=row["created_at"])
 
 
 def run_line(row: RowMapping) -> RunLine:
     """A row of listing.runs_of_tasks / latest_runs."""
     review = None
     if row["decision"] is not None:
-        reviewer = row["reviewer"] or {}
-        review = Review(
-            decision=row["decision"],
-            reason=row["decision_reason"],
-            reviewer=str(reviewer.get("name") or reviewer.get("actor_id") or "unknown"),
-        )
+        review = Review(decision=row["decision"], reason=row["decision_reason"], reviewer=row["reviewer"] or {})
     return RunLine(
         run_id=row["id"],
         task_id=row["task_id"],

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core.service import Core, decode_cursor, encode_cursor
 from server.db import listing
 from server.errors import JctError
-from server.resources.text import evidence_uri, headline, issue_uri, run_uri, task_uri, who
+from server.markdown import evidence_uri, headline, issue_uri, line, run_uri, task_uri, who
 
 # Tasks per page; each brings up to four resources (issue, task, newest run, evidence pack).
 PAGE_TASKS = 25
@@ -103,7 +103,8 @@ def _resource(uri: str, name: str, description: str) -> MCPResource:
 def entries(task: RowMapping, issue: RowMapping | None, run: RowMapping | None) -> list[MCPResource]:
     """One task's listed resources: its issue briefing, the task, its newest run and that run's evidence."""
     objective = headline(task["objective"], NAME_CHARS)
-    where = f"{task['priority']} · {task['operation']} · {task['target_repo']}"
+    repo = line(task["target_repo"], NAME_CHARS)
+    where = f"{task['priority']} · {task['operation']} · {repo}"
     found: list[MCPResource] = []
     if issue is not None:
         found.append(
@@ -120,7 +121,7 @@ def entries(task: RowMapping, issue: RowMapping | None, run: RowMapping | None) 
             _resource(
                 run_uri(run["id"]),
                 f"Run {run['number']}: {objective}",
-                f"{run['status']} · by {who(run['executor'])}{verdict} · {task['target_repo']}",
+                f"{run['status']} · by {who(run['executor'])}{verdict} · {repo}",
             )
         )
         if run["evidence_pack_id"] is not None:
@@ -128,8 +129,7 @@ def entries(task: RowMapping, issue: RowMapping | None, run: RowMapping | None) 
                 _resource(
                     evidence_uri(run["evidence_pack_id"]),
                     f"Evidence: {objective}",
-                    f"verdict {run['verdict']} · review {run['review_state']} · run {run['number']} · "
-                    f"{task['target_repo']}",
+                    f"verdict {run['verdict']} · review {run['review_state']} · run {run['number']} · {repo}",
                 )
             )
     return found

@@ -11,10 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from server.core import results
-from server.resources.text import (
+from server.markdown import (
     artifact_uri,
+    block,
     bullets,
     clip,
+    code,
     compact_json,
     duration,
     evidence_uri,
@@ -22,6 +24,7 @@ from server.resources.text import (
     headline,
     issue_uri,
     line,
+    plain,
     run_uri,
     stamp,
     task_uri,
@@ -59,7 +62,7 @@ class Review:
 
     decision: str
     reason: str
-    reviewer: str
+    reviewer: Mapping[str, Any]  # the record: who() renders it
     at: datetime | None = None
 
 
@@ -144,7 +147,7 @@ def queue_page(stats: results.QueueStats, page: results.TaskList) -> str:
     if not page.tasks:
         lines.append("The queue is empty: there is nothing to claim.")
     entries = [
-        f"{number}. **{task.priority}** {task.operation} · `{line(task.target_repo, 60)}` — "
+        f"{number}. **{task.priority}** {task.operation} · {code(task.target_repo, 60)} — "
         f"{headline(task.objective)} — {task_uri(task.task_id)}"
         for number, task in enumerate(page.tasks, 1)
     ]
@@ -192,8 +195,8 @@ def pending_reviews_page(page: results.PendingReviews, total: int) -> str:
 
 
 def _target(target: results.Target) -> str:
-    where = f"`{target.repo}@{target.ref}`"
-    return f"{where} path `{target.path}`" if target.path else where
+    where = code(f"{target.repo}@{target.ref}")
+    return f"{where} path {code(target.path)}" if target.path else where
 
 
 def _run_line(run: RunLine) -> str:
@@ -204,7 +207,8 @@ def _run_line(run: RunLine) -> str:
         parts.append(f"verdict {run.verdict}")
     if run.review is not None:
         parts.append(
-            f"review {run.review.decision} by {run.review.reviewer}: {line(run.review.reason, REVIEW_REASON_CHARS)}"
+            f"review {run.review.decision} by {who(run.review.reviewer)}: "
+            f"{line(run.review.reason, REVIEW_REASON_CHARS)}"
         )
     elif run.review_state == "pending":
         parts.append("awaiting review")
@@ -249,22 +253,22 @@ def task_page(page: TaskPage) -> str:
         title = f" ({line(page.issue_title, 80)})" if page.issue_title else ""
         lines.append(f"Briefing: {issue_uri(task.cwom_issue_id)}{title}")
     lines += [
-        f"Queued {stamp(task.queued_at)} by {task.requested_by}; claimed {stamp(task.claimed_at)}; "
+        f"Queued {stamp(task.queued_at)} by {line(task.requested_by, 64)}; claimed {stamp(task.claimed_at)}; "
         f"ended {stamp(task.completed_at)}. Task id `{task.task_id}`, trace `{task.trace_id}`.",
         "",
         "## Objective",
-        clip(task.objective, OBJECTIVE_CHARS, f'call jct_get_task(task_id="{task.task_id}")'),
+        *block(task.objective, OBJECTIVE_CHARS, f'call jct_get_task(task_id="{task.task_id}")'),
     ]
     if task.result or task.error:
         lines += ["", "## Last outcome" if task.status == "queued" else "## Outcome"]
         result = task.result or {}
         if result.get("summary"):
             pointer = f"read {run_uri(str(result.get('run_id')))}"
-            lines.append(clip(f"Summary: {result['summary']}", TEXT_CHARS, pointer))
+            lines += ["Summary:", *block(str(result["summary"]), TEXT_CHARS, pointer)]
         if result.get("outputs") is not None:
-            lines.append("Outputs: " + compact_json(result["outputs"], 500, "call jct_get_task"))
+            lines += ["", "Outputs: " + compact_json(result["outputs"], 500, "call jct_get_task")]
         if task.error:
-            lines.append(clip(f"Error: {task.error}", TEXT_CHARS, "call jct_get_task"))
+            lines += ["", "Error:", *block(task.error, TEXT_CHARS, "call jct_get_task")]
     lines += ["", "## Runs, newest first"]
     lines += [_run_line(run) for run in page.runs] or ["None yet."]
     lines += ["", "## Next", _task_next(task, page.runs)]
@@ -277,14 +281,16 @@ def task_page(page: TaskPage) -> str:
 def _criteria(criteria: Sequence[str], pointer: str) -> list[str]:
     if not criteria:
         return ["None were given: agree what done means from the objective, and say what you checked."]
-    numbered = [f"{i}. {clip(c, CRITERION_CHARS, pointer)}" for i, c in enumerate(criteria)]
+    numbered = [f"{i}. {line(c, CRITERION_CHARS, pointer)}" for i, c in enumerate(criteria)]
     return fit(numbered, CRITERIA_CHARS, pointer)
 
 
 def _context(packet: results.ContextPacket | None, pointer: str) -> list[str]:
     if packet is None:
         return ["No context packet."]
-    lines = [clip(packet.summary, SUMMARY_CHARS, pointer) if packet.summary.strip() else "No summary was given."]
+    lines = (
+        block(packet.summary, SUMMARY_CHARS, pointer) if plain(packet.summary).strip() else ["No summary was given."]
+    )
     if packet.prior_art:
         lines += ["", "Prior art:", *fit(bullets(packet.prior_art), LIST_CHARS, pointer)]
     if packet.files_of_interest:
@@ -305,19 +311,31 @@ def _constraints(constraints: results.Constraints | None, task: results.TaskDeta
             f"secrets: {'allowed' if constraints.allow_secrets else 'not allowed'}",
         ]
         if constraints.allowed_paths:
-            lines.append("- Change only: " + ", ".join(f"`{p}`" for p in constraints.allowed_paths[:20]))
+            lines.append("- Change only: " + ", ".join(code(p) for p in constraints.allowed_paths[:20]))
     return lines or ["None recorded."]
 
 
 def _doctrine(doctrine: Sequence[results.DoctrineRef], pointer: str) -> list[str]:
-    entries = [f"- **{d.namespace}/{d.name}**: {line(d.body, DOCTRINE_BODY_CHARS)}" for d in doctrine]
+    entries = [
+        f"- **{line(d.namespace, 60)}/{line(d.name, 60)}**: {line(d.body, DOCTRINE_BODY_CHARS)}" for d in doctrine
+    ]
     return fit(entries, DOCTRINE_CHARS, pointer)
 
 
-def _feedback(feedback: Sequence[results.ReviewFeedback], pointer: str) -> list[str]:
+def _reviewer(feedback: results.ReviewFeedback, runs: Sequence[RunLine]) -> str:
+    if feedback.reviewer_name is not None:
+        return who({"actor_id": feedback.reviewer, "name": feedback.reviewer_name})
+    # Recorded before the principal was: `reviewer` is the name the reviewer chose, and the principal is
+    # on the review decision of the run, when that run is among those shown.
+    decided = next((run.review for run in runs if run.run_id == feedback.run_id and run.review), None)
+    return who({"actor_id": decided.reviewer.get("actor_id") if decided else "", "name": feedback.reviewer})
+
+
+def _feedback(feedback: Sequence[results.ReviewFeedback], runs: Sequence[RunLine], pointer: str) -> list[str]:
     entries = [
-        f"{n}. **{f.decision}** by {f.reviewer}, {stamp(f.at)}, on {run_uri(f.run_id)} (verdict {f.verdict}): "
-        f"{line(f.reason, FEEDBACK_REASON_CHARS)}"
+        f"{n}. **{f.decision}** by {_reviewer(f, runs)}, {stamp(f.at)}, on {run_uri(f.run_id)} "
+        f"(verdict {f.verdict}):\n"
+        + "\n".join(f"   {q}".rstrip() for q in block(f.reason, FEEDBACK_REASON_CHARS, pointer))
         for n, f in enumerate(feedback, 1)
     ]
     # The newest feedback matters most: when the budget runs out, the oldest rounds go first.
@@ -353,7 +371,7 @@ def issue_briefing(brief: IssueBrief) -> str:
         + (f" · task {task_uri(latest.task_id)}" if latest is not None else ""),
         "",
         "## Objective",
-        clip(objective, OBJECTIVE_CHARS, pointer),
+        *block(objective, OBJECTIVE_CHARS, pointer),
         "",
         f"## Acceptance criteria ({len(criteria)}; cite them by index in jct_complete_task criteria_results)",
         *_criteria(criteria, pointer),
@@ -371,7 +389,7 @@ def issue_briefing(brief: IssueBrief) -> str:
             "",
             f"## Review feedback ({len(brief.feedback)} round{'s' if len(brief.feedback) != 1 else ''}, "
             "oldest first: address every point)",
-            *_feedback(brief.feedback, pointer),
+            *_feedback(brief.feedback, brief.runs, pointer),
         ]
     task_lines: list[str] = []
     for task in brief.tasks:
@@ -403,8 +421,8 @@ def _size(size: int | None) -> str:
 
 
 def verdict_line(verdict: str, reason: str, pointer: str) -> str:
-    """The prover's reasons usually start with the verdict; say it once."""
-    reason = clip(reason, TEXT_CHARS, pointer)
+    """The prover's reasons usually start with the verdict; say it once. They quote agent text (criteria)."""
+    reason = line(reason, TEXT_CHARS, pointer)
     if reason.startswith(f"{verdict}:"):
         reason = reason[len(verdict) + 1 :].strip()
     return f"Verdict **{verdict}**: {reason}"
@@ -412,7 +430,8 @@ def verdict_line(verdict: str, reason: str, pointer: str) -> str:
 
 def _review_state(evidence: results.EvidencePackDetail, review: Review | None) -> str:
     if review is not None:
-        return f"{review.decision} by {review.reviewer}: {clip(review.reason, TEXT_CHARS, 'call jct_get_audit_trail')}"
+        reason = line(review.reason, TEXT_CHARS, "call jct_get_audit_trail")
+        return f"{review.decision} by {who(review.reviewer)}: {reason}"
     if evidence.review_state == "pending":
         return f'pending: decide with jct_submit_review(evidence_pack_id="{evidence.id}", decision, reason)'
     return evidence.review_state
@@ -443,12 +462,13 @@ def run_page(page: RunPage) -> str:
             f"Evidence: {evidence_uri(page.evidence.id)}",
         ]
     if run.summary:
-        lines += ["", "## Summary", clip(run.summary, TEXT_CHARS, pointer)]
+        lines += ["", "## Summary", *block(run.summary, TEXT_CHARS, pointer)]
     if run.failure:
         lines += ["", "## Failure", compact_json(run.failure, TEXT_CHARS // 2, pointer)]
     lines += ["", f"## Artifacts ({len(page.artifacts)})"]
     artifacts = [
-        f"- {line(a.title, 80)} ({a.type}, {a.media_type}, {_size(a.size_bytes)}) — {artifact_uri(a.artifact_id)}"
+        f"- {line(a.title, 80)} ({a.type}, {line(a.media_type, 60)}, {_size(a.size_bytes)}) — "
+        f"{artifact_uri(a.artifact_id)}"
         for a in page.artifacts
     ]
     lines += fit(artifacts, ARTIFACTS_CHARS, pointer) if artifacts else ["None reported."]
@@ -480,10 +500,10 @@ def evidence_page(page: EvidencePage) -> str:
         + f" · prover {pack.prover_id} · {stamp(pack.created_at)}",
     ]
     if page.run_summary:
-        lines += ["", "## The agent's summary", clip(page.run_summary, TEXT_CHARS, f"read {run_uri(pack.run_id)}")]
+        lines += ["", "## The agent's summary", *block(page.run_summary, TEXT_CHARS, f"read {run_uri(pack.run_id)}")]
     lines += ["", "## Checks"]
     marks = {True: "passed", False: "FAILED", None: "n/a"}
-    checks = [f"- {marks[c.passed]} · {c.name}: {line(c.detail, 300)}" for c in pack.checks]
+    checks = [f"- {marks[c.passed]} · {line(c.name, 60)}: {line(c.detail, 300)}" for c in pack.checks]
     lines += fit(checks, CHECKS_CHARS, pointer) if checks else ["None."]
     lines += ["", "## Acceptance criteria"]
     criteria = []
@@ -499,7 +519,7 @@ def evidence_page(page: EvidencePage) -> str:
         lines += ["", "## Missing evidence", *fit(bullets(pack.evidence_missing), 800, pointer)]
     if pack.evidence_collected:
         collected = [
-            f"- {item.get('type', '?')}: {line(item.get('title', ''), 80)}"
+            f"- {line(str(item.get('type', '?')), 40)}: {line(str(item.get('title', '')), 80)}"
             + (f" {artifact_uri(item['artifact_id'])}" if item.get("artifact_id") else "")
             for item in pack.evidence_collected
         ]

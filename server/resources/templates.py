@@ -18,8 +18,8 @@ from server.core import queue, review
 from server.core.service import Core
 from server.db import listing, queries
 from server.errors import ErrorCode, JctError
+from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
 from server.resources import gather, render
-from server.resources.text import PENDING_REVIEWS_URI, QUEUE_URI
 
 MARKDOWN = "text/markdown"
 URI_LIST = "text/uri-list"

@@ -42,6 +42,12 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         decision: Literal["approved", "rejected", "needs_changes"],
         reason: str,
         ctx: Context,
-        reviewer_name: str = "claude-code",
+        reviewer_name: Annotated[
+            str,
+            Field(
+                description="A display name you choose. Pages show it quoted and marked self-reported beside "
+                "your principal, which is what identifies you."
+            ),
+        ] = "claude-code",
     ) -> results.ReviewSubmitted:
         return await review.submit_review(core, identity.actor(ctx), evidence_pack_id, decision, reason, reviewer_name)

@@ -104,6 +104,7 @@ async def test_needs_changes_requeues_the_task_with_a_second_briefing_carrying_t
     [feedback] = again.context_packet.review_feedback
     assert (feedback.decision, feedback.reason, feedback.run_id) == ("needs_changes", "Add tests", done.run_id)
     assert feedback.verdict == "pass"
+    assert (feedback.reviewer, feedback.reviewer_name) == ("bob", "claude-code")  # the principal, then what it said
 
 
 async def test_a_pack_can_be_decided_only_once(manual: Core) -> None:

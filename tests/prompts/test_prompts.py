@@ -18,6 +18,7 @@ from server.mcp import build_mcp
 from server.prompts import register_prompts
 from server.resources import register_resources
 from tests.core.helpers import ADMIN, ALICE, PATCH, enqueue
+from tests.forgery import AS_WORKER, FORGED, assert_marked, assert_only_jct_structure, hostile_run
 
 pytestmark = pytest.mark.anyio
 
@@ -135,6 +136,30 @@ async def test_review_lists_pending_packs_or_embeds_one(core: Core, client: Clie
         with pytest.raises(MCPError) as bad:
             await client.get_prompt("review", {"evidence_pack_id": bad_id})
         assert bad.value.error.code == INVALID_PARAMS
+
+
+async def test_agent_text_cannot_forge_a_prompt_and_the_diff_stays_in_its_fence(core: Core, client: Client) -> None:
+    run = await hostile_run(core)
+    await enqueue(core, objective=FORGED.lstrip(), target_repo="myorg/```api")
+
+    listing = await prompt(client, "review")
+    assert_only_jct_structure(listing, ["Awaiting review: 1"])
+    assert_marked(listing, "evil", AS_WORKER)
+
+    pack = await prompt(client, "review", evidence_pack_id=run.pack_id)
+    found = assert_only_jct_structure(pack, [f"Evidence pack {run.pack_id}"], fences=1)
+    # The diff is whole, in a fence longer than its longest run of backticks, its bidi override spelled out.
+    assert found.fences == [("diff", PATCH + "+```\n+`````\n+<U+202E>end\n")]
+    assert "\n``````diff\n" in pack
+    assert_marked(pack, "evil", AS_WORKER)
+    assert "> \\## Acceptance criteria" in pack  # the objective and summary, quoted and escaped
+
+    for body, headings in [
+        (await prompt(client, "work_next"), ["The queue now"]),
+        (await prompt(client, "enqueue", request="Add a health endpoint"), []),
+    ]:
+        assert_only_jct_structure(body, headings)
+        assert "\\## Acceptance criteria" in body  # the queued objective that starts like a heading
 
 
 async def test_enqueue_turns_a_request_into_task_fields(core: Core, client: Client) -> None:
