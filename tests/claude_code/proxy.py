@@ -41,7 +41,7 @@ class Exchange:
     http_method: str
     path: str
     rpc: list[str]  # JSON-RPC methods in the body; "response" for a client's answer to a server request
-    rpc_ids: list[Any]
+    messages: list[Any]  # the JSON-RPC messages themselves, parsed
     session: str | None  # the mcp-session-id the request carried
     status: int | None = None
     new_session: str | None = None  # the mcp-session-id the answer carried
@@ -58,7 +58,8 @@ class Exchange:
         return text
 
 
-def rpc_methods(body: bytes) -> tuple[list[str], list[Any]]:
+def rpc_messages(body: bytes) -> tuple[list[str], list[Any]]:
+    """The JSON-RPC methods of a request body, and its messages."""
     if not body:
         return [], []
     try:
@@ -67,8 +68,7 @@ def rpc_methods(body: bytes) -> tuple[list[str], list[Any]]:
         return ["(not json)"], []
     messages = parsed if isinstance(parsed, list) else [parsed]
     methods = [str(m.get("method", "response")) if isinstance(m, dict) else "?" for m in messages]
-    ids = [m.get("id") for m in messages if isinstance(m, dict)]
-    return methods, ids
+    return methods, messages
 
 
 async def relay(upstream: httpx2.Response) -> AsyncIterator[bytes]:
@@ -107,9 +107,9 @@ class McpProxy:
             return
         request = Request(scope, receive)
         body = await request.body()
-        methods, ids = rpc_methods(body)
+        methods, messages = rpc_messages(body)
         session = request.headers.get(SESSION_HEADER)
-        exchange = Exchange(request.method, request.url.path, methods, ids, session)
+        exchange = Exchange(request.method, request.url.path, methods, messages, session)
         self.exchanges.append(exchange)
         response = await self._answer(request, body, exchange)
         await response(scope, receive, send)
