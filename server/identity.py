@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import secrets
 import weakref
 from dataclasses import dataclass, field
@@ -38,13 +37,13 @@ from mcp.server.connection import Connection
 
 from server import sdk
 from server.core.models import Actor
+from server.core.text import one_line, storable
 from server.core.tokens import Principal, Role
 from server.errors import ErrorCode, JctError
 
 _ROLES = {role.value: role for role in Role}
 LOCAL = "local"
 CLIENT_NAME_CHARS = 64
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 
 
 class Identity(Protocol):
@@ -83,14 +82,16 @@ class SessionKeys:
 
 
 def client_name(ctx: Any) -> str:
-    """The MCP client's self-reported name: display only, never an identity; printable, one line, short."""
+    """The MCP client's self-reported name: display only, never an identity; plain, one line, short.
+    A name no database can carry (NUL, a lone surrogate) is refused."""
     try:
         params = ctx.session.client_params
     except (AttributeError, LookupError, ValueError):
         return ""
     info = getattr(params, "client_info", None)
     name = str(getattr(info, "name", "") or "")
-    return " ".join(_UNPRINTABLE.sub(" ", name).split())[:CLIENT_NAME_CHARS]
+    storable(name, "clientInfo.name")
+    return one_line(name, CLIENT_NAME_CHARS)
 
 
 def local_user() -> str:

@@ -17,6 +17,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from server.core.text import BIDI as _BIDI
+from server.core.text import plain as plain
+
 QUEUE_URI = "jct://queue"
 PENDING_REVIEWS_URI = "jct://reviews/pending"
 # How much of a self-reported name is shown.
@@ -45,20 +48,6 @@ def artifact_uri(artifact_id: str) -> str:
 
 # --- agent text ------------------------------------------------------------------------------
 
-# ANSI/VT escape sequences, 7- and 8-bit: CSI (colours, cursor moves); OSC, DCS, SOS, PM and APC up to
-# their terminator (or the end of the line); any other ESC sequence; a lone ESC.
-_ESCAPES = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
-    r"|\x1b[ -/]*[0-~]?"
-)
-# Everything str.splitlines() breaks at, so that a line here is a line for every reader.
-_BREAKS = re.compile(r"\r\n|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
-# The Bidi_Control characters (marks, embeddings, overrides, isolates): they can show text in another
-# order than a model reads it.
-_BIDI = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-# Controls other than tab and newline, C1 controls, and the bidi controls.
-_INVISIBLE = re.compile(rf"[\x00-\x08\x0e-\x1f\x7f-\x9f{_BIDI}]")
 # In verbatim text, every control but tab and newline, the bidi controls, and the Unicode line breaks.
 _SPELLED = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
 # What starts a Markdown block at the beginning of a line (after any indentation); its first mark is
@@ -77,12 +66,6 @@ _BLOCK_START = re.compile(
 )
 # An ordered list item: up to nine digits, then "." or ")" (the mark that is escaped).
 _ORDERED = re.compile(r"([ \t]*\d{1,9})[.)](?:[ \t]|$)")
-
-
-def plain(text: str | None) -> str:
-    """Agent text without escape sequences, control characters or bidi controls; every line break a newline."""
-    text = _ESCAPES.sub("", text or "")
-    return _INVISIBLE.sub("", _BREAKS.sub("\n", text))
 
 
 def _unblock(text: str) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, NewType, TypeVar
 
+from server.core.text import has_control
 from server.errors import invalid
 
 TaskId = NewType("TaskId", str)
@@ -148,10 +148,6 @@ class Limits:
     EVIDENCE = 50
 
 
-# Control characters other than tab, newline and carriage return.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
 def check_text(value: object, field: str, limit: int, *, required: bool = True, single_line: bool = False) -> str:
     """Reject control characters and oversized text with a message that names the field and the limit."""
     if not isinstance(value, str):
@@ -160,8 +156,11 @@ def check_text(value: object, field: str, limit: int, *, required: bool = True, 
         raise invalid(f"{field} must not be empty.", f"Give a non-empty {field}.")
     if len(value) > limit:
         raise invalid(f"{field} is {len(value)} characters; the limit is {limit}.", f"Shorten {field}.")
-    if _CONTROL.search(value) or (single_line and ("\n" in value or "\r" in value)):
-        raise invalid(f"{field} contains control characters.", f"Send {field} as plain printable text.")
+    if has_control(value) or (single_line and ("\n" in value or "\r" in value)):
+        raise invalid(
+            f"{field} contains control characters (or an unpaired UTF-16 surrogate).",
+            f"Send {field} as plain printable text.",
+        )
     return value
 
 

@@ -28,6 +28,7 @@ from server.core.models import (
     parse_id,
 )
 from server.core.service import Core, audit_row
+from server.core.text import parse_json, storable
 from server.db import changes, queries
 from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
@@ -367,19 +368,18 @@ async def _recorded_outcome(core: Core, conn: AsyncConnection, fence: Fence) -> 
 def _parse_outputs(outputs: str | dict[str, Any] | None) -> Any:
     if outputs is None:
         return None
-    text = outputs if isinstance(outputs, str) else json.dumps(outputs)
+    if isinstance(outputs, dict):
+        storable(outputs, "outputs")
+        text = json.dumps(outputs)
+    else:
+        text = outputs
     if len(text) > Limits.OUTPUTS:
         raise invalid(
             f"outputs is {len(text)} characters; the limit is {Limits.OUTPUTS}.", "Report large data as an artifact."
         )
     if isinstance(outputs, dict):
         return outputs
-    try:
-        return json.loads(outputs)
-    except json.JSONDecodeError as exc:
-        raise invalid(
-            f"outputs is not valid JSON ({exc.msg} at position {exc.pos}).", 'Send a JSON object, e.g. {"pr": 12}.'
-        ) from None
+    return parse_json(outputs, "outputs")
 
 
 def _check_telemetry(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -387,6 +387,7 @@ def _check_telemetry(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     if not isinstance(telemetry, dict):
         raise invalid("telemetry must be an object.", 'Send e.g. {"tokens_input": 1200, "cost_usd": 0.02}.')
+    storable(telemetry, "telemetry")
     for key in TELEMETRY_NUMBERS:
         value = telemetry.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):

@@ -45,7 +45,7 @@ async def test_claim_report_complete_through_claude_code(
     """Claude Code claims the task JCT has queued, reports a diff and completes it: the task ends `completed`.
 
     Each step's arguments come from the previous tool result, as a model would take them: the claim's
-    task_id, then the artifact_id the report returned, cited for the acceptance criterion.
+    task_id and run_id, then the artifact_id the report returned, cited for the acceptance criterion.
     """
     core = Core.build(make_settings())
     try:
@@ -59,7 +59,13 @@ async def test_claim_report_complete_through_claude_code(
         claimed.update(ok(result))
         return ToolUse(
             "mcp__jct__jct_report_artifact",
-            {"task_id": claimed["task_id"], "title": "Code changes", "artifact_type": "code_patch", "content": PATCH},
+            {
+                "task_id": claimed["task_id"],
+                "run_id": claimed["run_id"],
+                "title": "Code changes",
+                "artifact_type": "code_patch",
+                "content": PATCH,
+            },
         )
 
     def complete(result: ToolResult | None) -> ToolUse:
@@ -68,6 +74,7 @@ async def test_claim_report_complete_through_claude_code(
             "mcp__jct__jct_complete_task",
             {
                 "task_id": claimed["task_id"],
+                "run_id": claimed["run_id"],
                 "success": True,
                 "summary": "register() validates the email before saving.",
                 "criteria_results": [{"criterion": CRITERION, "status": "satisfied", "evidence": [artifact_id]}],
