@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import version
 from typing import Any
 
@@ -25,9 +26,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server import sdk
 from server.auth import FrontDoor, metadata_routes
 from server.background import run_background
 from server.config import Settings
+from server.core import tokens
 from server.core.queue import queue_stats
 from server.core.service import Core
 from server.db.migrate import head_revision, upgrade
@@ -35,15 +38,10 @@ from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import InFlight, JctServer, build_mcp
 from server.metrics import CONTENT_TYPE, Metrics
 from server.notify.hub import NotificationHub
+from server.sessions import SessionGuard, Sessions, session_entry, watch_revocations
 
 log = logging.getLogger("jct.app")
 
-# Claude Code does not re-initialize after `404 Session not found`, so a legacy streamable HTTP session
-# must outlive any idle agent: no idle reaping. Sessions end when the client sends DELETE (the SDK
-# client and Claude Code do on exit) or when the server stops; SESSION_LIMIT bounds what crashed
-# clients can leave behind. The 2026-07-28 protocol has no sessions at all.
-SESSION_IDLE_TIMEOUT: float | None = None
-SESSION_LIMIT = 10_000
 READY_CHECK_SECONDS = 5.0
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
@@ -129,55 +127,41 @@ def _is_listen(scope: Scope) -> bool:
     return (b"mcp-method", b"subscriptions/listen") in scope.get("headers", ())
 
 
-def _sessions(mcp: JctServer) -> dict[str, Any]:
-    # The SDK keeps its legacy streamable HTTP sessions in a private map; nothing public lists them.
-    sessions: dict[str, Any] = mcp.session_manager._server_instances
-    return sessions
-
-
-def tag_sessions(mcp: JctServer, replica: str) -> None:
-    """Name this replica in every new session id (`jct1.<hex>`), so a load balancer can route a legacy
-    session's requests to the process holding it. The SDK picks ids in `_admit_session`."""
-    manager = mcp.session_manager
-    admit = manager._admit_session
-
-    def admit_tagged(requestor: Any) -> Any:
-        transport = admit(requestor)
-        if transport is None:
-            return None
-        plain = str(transport.mcp_session_id)
-        transport.mcp_session_id = f"{replica}.{plain}"
-        manager._server_instances[transport.mcp_session_id] = manager._server_instances.pop(plain)
-        if plain in manager._session_owners:
-            manager._session_owners[transport.mcp_session_id] = manager._session_owners.pop(plain)
-        return transport
-
-    manager._admit_session = admit_tagged  # type: ignore[method-assign]
-
-
 def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] | None = None) -> Starlette:
     """The JCT server. `extend` may register more tools on the MCP server before it is mounted (benchmarks)."""
     core = Core.build(settings)  # creating the engine does not connect; the lifespan does
     tokens_on = settings.auth == "token"
     identity: Identity = TokenIdentity() if tokens_on else LocalIdentity()
     metrics = Metrics()
-    mcp = build_mcp(core, identity, NotificationHub(metrics))
+    mcp = build_mcp(core, identity, NotificationHub(metrics, settings.max_subscriptions_per_session))
     if extend is not None:
         extend(mcp)
     security = transport_security(settings)
     body_limit = max_request_body(settings)
+    # Claude Code re-initializes after `404 Session not found` (tests/claude_code/test_session_loss.py), so
+    # idle legacy sessions are closed; and it never sends DELETE, so without that they would pile up.
+    # Sessions are capped by JCT (server/sessions.py), which closes the least recently used instead of
+    # refusing a new one as the SDK's own cap does.
     streamable = mcp.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=security,
         max_request_body_size=body_limit,
-        session_idle_timeout=SESSION_IDLE_TIMEOUT,
-        max_sessions=SESSION_LIMIT,
+        session_idle_timeout=settings.session_idle_seconds or None,
+        max_sessions=None,
     )
     sse = mcp.sse_app(
         sse_path="/sse", message_path="/messages/", transport_security=security, max_request_body_size=body_limit
     )
-    if settings.replica:
-        tag_sessions(mcp, settings.replica)
+    sessions = Sessions(settings.max_sessions_per_principal, settings.max_sessions)
+    replica = settings.replica
+    sdk.hook_sessions(
+        mcp.session_manager,
+        rename=(lambda session_id: f"{replica}.{session_id}") if replica else None,
+        admitted=lambda session_id, requestor, close: sessions.add(
+            session_entry(sessions, session_id, requestor, close)
+        ),
+        discarded=sessions.remove,
+    )
     head = head_revision()
     state = Readiness()
 
@@ -202,8 +186,9 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
             metrics.leases_overdue.set(stats.expired_leases)
             metrics.pending_reviews.set(stats.pending_reviews)
             metrics.oldest_queued_age.set(stats.oldest_queued_age_seconds or 0)
-        metrics.sessions.labels("streamable_http").set(len(_sessions(mcp)))
-        metrics.sessions.labels("sse").set(mcp.run_sessions)
+        metrics.sessions.labels("streamable_http").set(len(sdk.streamable_sessions(mcp.session_manager)))
+        metrics.sessions.labels("sse").set(sessions.count("sse"))
+        metrics.sessions.labels("listen").set(sessions.count("listen"))
         metrics.subscribers.set(mcp.hub.subscriber_count)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
@@ -212,6 +197,9 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         try:
             await upgrade(core.db)
             async with anyio.create_task_group() as tg, mcp.session_manager.run():
+                await tg.start(sessions.run)
+                if tokens_on:
+                    await tg.start(watch_revocations, sessions, partial(tokens.revoked_among, core))
                 await tg.start(run_background, core, mcp.hub)
                 state.serving = True
                 log.info("JCT serving (database at revision %s)", head)
@@ -238,9 +226,12 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     middleware = [Middleware(CountRequests, requests=drain.requests)]
     if tokens_on:
         middleware.append(Middleware(FrontDoor, core=core, rate_limit_per_minute=settings.rate_limit_per_minute))
+    # Inside the front door, so it knows who opened what.
+    middleware.append(Middleware(SessionGuard, sessions=sessions))
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.drain = drain
     app.state.metrics = metrics
+    app.state.sessions = sessions
     return app
 
 

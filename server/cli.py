@@ -391,6 +391,22 @@ def token_create(
     typer.echo(f"Revoke it with: jct token revoke {info.name}")
 
 
+@token_app.command("rotate")
+def token_rotate(name: str = typer.Argument(..., help="The token's name, from `jct token list`.")) -> None:
+    """Replace a live token with a new secret of the same name and roles; the old one stops working at once."""
+    rotated = run_core(lambda core, _actor: tokens.rotate_token(core, name))
+    if rotated is None:
+        fail(f"no live token named {name!r}; see `jct token list`")
+    secret, info = rotated
+    typer.echo(
+        f"rotated token {info.name!r} (role(s) {', '.join(info.roles)}): the old secret is revoked. The new one:"
+    )
+    typer.echo("")
+    typer.echo(f"    {secret}")
+    typer.echo("")
+    typer.echo("Its sessions and event streams were closed (within a second on every running server).")
+
+
 @token_app.command("list")
 def token_list() -> None:
     """List tokens: name, roles, when created, when revoked (secrets are never shown again)."""

@@ -57,6 +57,16 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = Field(default=600, ge=1, le=1_000_000)
     # Tasks one principal may hold claimed at once.
     max_claims_per_agent: int = Field(default=5, ge=1, le=10_000)
+    # Open sessions and event streams (legacy streamable HTTP sessions, SSE connections, listen streams):
+    # past the cap for one principal its least recently used one is closed; past the cap for the process,
+    # the least recently used idle one of anyone. A new one is never refused.
+    max_sessions_per_principal: int = Field(default=100, ge=1, le=1_000_000)
+    max_sessions: int = Field(default=10_000, ge=1, le=10_000_000)
+    # A legacy streamable HTTP session with no request in flight (no open GET stream either) for this long
+    # is closed; its client re-initializes on the 404 (Claude Code does). 0: never.
+    session_idle_seconds: float = Field(default=1800.0, ge=0, le=30 * 86400)
+    # resources/subscribe URIs one session may hold.
+    max_subscriptions_per_session: int = Field(default=100, ge=1, le=100_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # `json`: one JSON object per log line (for log shippers); `text`: one readable line.
     log_format: Literal["text", "json"] = "text"

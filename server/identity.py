@@ -136,12 +136,13 @@ def FixedIdentity(actor_id: str) -> LocalIdentity:
 
 
 def access_token(principal: Principal, secret: str) -> AccessToken:
-    """The SDK's record of a verified JCT token: the principal's name is the client and the subject,
-    its roles are the scopes (so the SDK binds each HTTP session to the principal that opened it)."""
+    """The SDK's record of a verified JCT token: the principal's name is the client, the token's id the
+    subject, its roles the scopes. The SDK binds each HTTP session to the (client, subject) that opened it,
+    so a session outlives neither its token's revocation nor its rotation."""
     return AccessToken(
         token=secret,
         client_id=principal.name,
-        subject=principal.name,
+        subject=principal.token_id,
         scopes=sorted(role.value for role in principal.roles),
     )
 

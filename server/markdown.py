@@ -17,33 +17,20 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from server import uris
 from server.core.text import BIDI as _BIDI
 from server.core.text import plain as plain
 
-QUEUE_URI = "jct://queue"
-PENDING_REVIEWS_URI = "jct://reviews/pending"
 # How much of a self-reported name is shown.
 SAID_CHARS = 40
-
-
-def task_uri(task_id: str) -> str:
-    return f"jct://tasks/{task_id}"
-
-
-def issue_uri(issue_id: str) -> str:
-    return f"jct://issues/{issue_id}"
-
-
-def run_uri(run_id: str) -> str:
-    return f"jct://runs/{run_id}"
-
-
-def evidence_uri(pack_id: str) -> str:
-    return f"jct://evidence/{pack_id}"
-
-
-def artifact_uri(artifact_id: str) -> str:
-    return f"jct://artifacts/{artifact_id}"
+# The pages' URIs (server/uris.py), under the names the renderers use.
+QUEUE_URI = uris.QUEUE
+PENDING_REVIEWS_URI = uris.PENDING_REVIEWS
+task_uri = uris.task
+issue_uri = uris.issue
+run_uri = uris.run
+evidence_uri = uris.evidence
+artifact_uri = uris.artifact
 
 
 # --- agent text ------------------------------------------------------------------------------

@@ -81,8 +81,6 @@ class JctServer(MCPServer[Any]):
         self.toolset_of: dict[str, str] = {}
         # Tool calls running now: a draining server waits for them (server/app.py).
         self.in_flight = InFlight()
-        # Sessions on transports whose session the SDK keeps to itself (SSE, stdio).
-        self.run_sessions = 0
         low = self._lowlevel_server
         low.add_request_handler("resources/subscribe", SubscribeRequestParams, hub.subscribe)
         low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
@@ -98,16 +96,6 @@ class JctServer(MCPServer[Any]):
             return plain(notification_options or NotificationOptions(resources_changed=True), *args, **kw)
 
         low.create_initialization_options = with_list_changed  # type: ignore[method-assign]
-        run = low.run
-
-        async def counted_run(*args: Any, **kw: Any) -> None:
-            self.run_sessions += 1
-            try:
-                await run(*args, **kw)
-            finally:
-                self.run_sessions -= 1
-
-        low.run = counted_run  # type: ignore[method-assign]
 
     def toolset(self, tool: str) -> str:
         return self.toolset_of.get(tool, "admin")
@@ -190,7 +178,7 @@ def build_mcp(
     core: Core, identity: Identity, hub: NotificationHub | None = None, metrics: Metrics | None = None
 ) -> JctServer:
     server = JctServer(
-        hub if hub is not None else NotificationHub(metrics),
+        hub if hub is not None else NotificationHub(metrics, core.settings.max_subscriptions_per_session),
         identity,
         name="jct",
         title="JCT work queue",

@@ -101,10 +101,7 @@ async def get_audit_trail(
     check_limit(limit, 200)
     after_id = None
     if cursor is not None:
-        (after,) = decode_cursor(cursor, 1)
-        if not isinstance(after, int):
-            raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page.")
-        after_id = after
+        (after_id,) = decode_cursor(cursor, "serial")
     async with core.db.read() as conn:
         rows = await queries.audit_trail(conn, kind.value, entity_id, after_id, limit + 1)
     page = rows[:limit]

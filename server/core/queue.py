@@ -235,11 +235,8 @@ async def list_tasks(
     check_limit(limit)
     after = None
     if cursor is not None:
-        priority, queued_at, task_id = decode_cursor(cursor, 3)
-        try:
-            after = (str(priority), datetime.fromisoformat(str(queued_at)), str(task_id))
-        except ValueError:
-            raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page.") from None
+        priority, queued_at, task_id = decode_cursor(cursor, "priority", "time", "id")
+        after = (priority, queued_at, task_id)
     statuses = [s.value for s in TaskStatus] if status == "all" else [status]
     async with core.db.read() as conn:
         rows = await listing.list_tasks(conn, statuses, op, after, limit + 1)

@@ -14,7 +14,7 @@ from server.core import prover, results, views
 from server.core.models import Actor, Decision, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
 from server.db import changes, queries
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
 
@@ -175,11 +175,8 @@ async def list_pending_reviews(core: Core, *, limit: int = 10, cursor: str | Non
     check_limit(limit)
     after = None
     if cursor is not None:
-        created_at, pack_id = decode_cursor(cursor, 2)
-        try:
-            after = (datetime.fromisoformat(str(created_at)), str(pack_id))
-        except ValueError:
-            raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page.") from None
+        created_at, pack_id = decode_cursor(cursor, "time", "id")
+        after = (created_at, pack_id)
     async with core.db.read() as conn:
         rows = await queries.pending_reviews(conn, after, limit + 1)
     page = rows[:limit]

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import ColumnElement
 
 from server.config import Settings
-from server.core.models import Actor, Limits
+from server.core.models import Actor, Limits, Priority
+from server.core.text import has_control
 from server.core.tracestore import TraceStore
 from server.db.engine import Database, db_now, db_now_plus
 from server.errors import invalid
@@ -65,18 +67,51 @@ def encode_cursor(*parts: str | int) -> str:
     return base64.urlsafe_b64encode(json.dumps(list(parts)).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, arity: int) -> list[Any]:
-    """Cursors are opaque to callers; a tampered one is their mistake, reported as such."""
+# What each part of a cursor may be: JCT wrote it, so anything else is a tampered or foreign cursor.
+CursorPart = Literal["priority", "time", "id", "serial", "word"]
+_BAD_CURSOR = ("cursor is not one JCT returned.", "Pass next_cursor from the previous page, or omit cursor.")
+_MAX_SERIAL = 2**63 - 1
+
+
+def decode_cursor(cursor: str, *parts: CursorPart) -> list[Any]:
+    """A cursor's parts, each checked against what JCT puts there (a priority, an aware timestamp, a UUID, a
+    non-negative 64-bit serial, a short word); INVALID_ARGUMENT for anything else, so a tampered cursor never
+    reaches a query. Times come back as datetimes."""
     if not isinstance(cursor, str) or len(cursor) > Limits.CURSOR:
-        raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page, or omit cursor.")
+        raise invalid(*_BAD_CURSOR)
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        parts = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, UnicodeDecodeError):
-        parts = None
-    if not isinstance(parts, list) or len(parts) != arity:
-        raise invalid("cursor is not one JCT returned.", "Pass next_cursor from the previous page, or omit cursor.")
-    return parts
+        values = json.loads(base64.urlsafe_b64decode(padded.encode()), parse_constant=_refuse)
+        if not isinstance(values, list) or len(values) != len(parts):
+            raise ValueError(cursor)
+        return [_part(kind, value) for kind, value in zip(parts, values, strict=True)]
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise invalid(*_BAD_CURSOR) from None
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(constant)
+
+
+def _part(kind: CursorPart, value: Any) -> Any:
+    if kind == "serial":
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SERIAL:
+            raise ValueError(value)
+        return value
+    if not isinstance(value, str):
+        raise ValueError(value)
+    if kind == "priority":
+        return Priority(value).value
+    if kind == "time":
+        moment = datetime.fromisoformat(value)
+        if moment.tzinfo is None:
+            raise ValueError(value)
+        return moment
+    if kind == "id":
+        return str(uuid.UUID(value))
+    if has_control(value) or len(value) > 64:
+        raise ValueError(value)
+    return value
 
 
 def check_limit(limit: int, maximum: int = 100) -> int:

@@ -44,10 +44,11 @@ class TokenInfo:
 
 @dataclass(frozen=True)
 class Principal:
-    """A verified token holder."""
+    """A verified token holder; `token_id` names the very token (a name outlives a rotated token)."""
 
     name: str
     roles: frozenset[Role]
+    token_id: str | None = None
 
     @property
     def admin(self) -> bool:
@@ -75,31 +76,61 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-async def create_token(core: Core, name: str, roles: list[str]) -> tuple[str, TokenInfo]:
-    """Returns the secret (shown once, never stored) and the token's record."""
-    if not _NAME.match(name):
-        raise invalid(f"token name {name!r} is not valid.", "Use letters, digits, '.', '_', '@' or '-' (max 128).")
+def _new(name: str, roles: tuple[Role, ...]) -> tuple[str, dict[str, object]]:
+    secret = PREFIX + secrets.token_urlsafe(32)
+    row = {
+        "id": new_id(),
+        "name": name,
+        "roles": [role.value for role in roles],
+        "token_hash": hash_secret(secret),
+        "created_at": datetime.now(UTC),
+    }
+    return secret, row
+
+
+def _roles(roles: list[str]) -> tuple[Role, ...]:
     if not roles:
         raise invalid("a token needs at least one role.", "Pass --role worker, reviewer or admin.")
     parsed = tuple(sorted({Role(role) for role in roles if role in Role.__members__.values()}))
     if len(parsed) != len(set(roles)):
         raise invalid(f"unknown role in {roles}.", "Roles are worker, reviewer and admin.")
-    secret = PREFIX + secrets.token_urlsafe(32)
-    created = datetime.now(UTC)
+    return parsed
+
+
+async def create_token(core: Core, name: str, roles: list[str]) -> tuple[str, TokenInfo]:
+    """Returns the secret (shown once, never stored) and the token's record."""
+    if not _NAME.match(name):
+        raise invalid(f"token name {name!r} is not valid.", "Use letters, digits, '.', '_', '@' or '-' (max 128).")
+    parsed = _roles(roles)
+    secret, row = _new(name, parsed)
     async with core.db.write() as conn:
-        inserted = await q.insert_token(
-            conn,
-            {
-                "id": new_id(),
-                "name": name,
-                "roles": [role.value for role in parsed],
-                "token_hash": hash_secret(secret),
-                "created_at": created,
-            },
-        )
+        inserted = await q.insert_token(conn, row)
     if not inserted:
-        raise invalid(f"a token named {name!r} already exists.", "Pick another name, or revoke the old token first.")
-    return secret, TokenInfo(name, parsed, created, None)
+        raise invalid(
+            f"a live token named {name!r} already exists.",
+            f"Pick another name, or replace it with `jct token rotate {name}`.",
+        )
+    return secret, TokenInfo(name, parsed, row["created_at"], None)  # type: ignore[arg-type]
+
+
+async def rotate_token(core: Core, name: str) -> tuple[str, TokenInfo] | None:
+    """Revoke the live token named `name` and create its successor with the same roles, in one transaction;
+    None if there is no live token of that name."""
+    async with core.db.write() as conn:
+        old = await q.live_token_by_name(conn, name)
+        if old is None:
+            return None
+        parsed = tuple(sorted(Role(r) for r in old["roles"] if r in Role.__members__.values()))
+        secret, row = _new(name, parsed)
+        await q.revoke_token(conn, name, datetime.now(UTC))
+        assert await q.insert_token(conn, row)
+    return secret, TokenInfo(name, parsed, row["created_at"], None)  # type: ignore[arg-type]
+
+
+async def revoked_among(core: Core, token_ids: set[str]) -> set[str]:
+    """Which of these tokens have been revoked."""
+    async with core.db.read() as conn:
+        return await q.revoked_among(conn, token_ids)
 
 
 async def list_tokens(core: Core) -> list[TokenInfo]:
@@ -125,4 +156,4 @@ async def verify(core: Core, secret: str) -> Principal | None:
         return None
     # A role this build does not know (written by a newer one) grants nothing.
     known = {role.value for role in Role}
-    return Principal(name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known))
+    return Principal(name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known), token_id=row["id"])

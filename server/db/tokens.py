@@ -36,3 +36,14 @@ async def all_tokens(conn: AsyncConnection) -> Sequence[RowMapping]:
 async def revoke_token(conn: AsyncConnection, name: str, when: datetime) -> bool:
     stmt = update(t.tokens).where(t.tokens.c.name == name, t.tokens.c.revoked_at.is_(None)).values(revoked_at=when)
     return (await conn.execute(stmt)).rowcount == 1
+
+
+async def live_token_by_name(conn: AsyncConnection, name: str) -> RowMapping | None:
+    query = select(t.tokens).where(t.tokens.c.name == name, t.tokens.c.revoked_at.is_(None))
+    row: RowMapping | None = (await conn.execute(query)).mappings().first()
+    return row
+
+
+async def revoked_among(conn: AsyncConnection, token_ids: set[str]) -> set[str]:
+    query = select(t.tokens.c.id).where(t.tokens.c.id.in_(sorted(token_ids)), t.tokens.c.revoked_at.is_not(None))
+    return {str(token_id) for token_id in (await conn.execute(query)).scalars().all()}

@@ -19,8 +19,11 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
-from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
+from server import sdk
+from server import uris as pages
 from server.metrics import Metrics
 from server.notify.changes import Changes
 
@@ -30,13 +33,15 @@ SEND_DEADLINE = 5.0
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
     # The per-request ServerSession wraps the connection that outlives the request.
-    connection: Connection = ctx.session._connection
+    connection = sdk.connection_of(ctx)
+    assert connection is not None
     return connection
 
 
 class NotificationHub:
-    def __init__(self, metrics: Metrics | None = None) -> None:
+    def __init__(self, metrics: Metrics | None = None, max_per_session: int = 100) -> None:
         self.bus = InMemorySubscriptionBus()
+        self.max_per_session = max_per_session
         self.metrics = metrics if metrics is not None else Metrics()
         # connection -> URIs it subscribed to; connections that used resources/* hear list_changed.
         self._subscriptions: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
@@ -46,7 +51,21 @@ class NotificationHub:
     # --- handlers registered on the MCP server -------------------------------------------
 
     async def subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
-        self._subscriptions.setdefault(_connection(ctx), set()).add(str(params.uri))
+        uri = str(params.uri)
+        if not pages.is_jct_uri(uri):
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Cannot subscribe to {uri[: pages.MAX_LENGTH]!r}: not a JCT resource. Subscribe to jct://queue, "
+                "jct://reviews/pending, or a jct://tasks|issues|runs|evidence|artifacts/<id> URI from resources/list.",
+            )
+        held = self._subscriptions.setdefault(_connection(ctx), set())
+        if uri not in held and len(held) >= self.max_per_session:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"This session already holds {len(held)} subscriptions, the limit "
+                "(JCT_MAX_SUBSCRIPTIONS_PER_SESSION). Unsubscribe from URIs you no longer watch first.",
+            )
+        held.add(uri)
         return EmptyResult()
 
     async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:

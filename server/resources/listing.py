@@ -8,6 +8,7 @@ cursor is opaque: (walk, position of the last task shown).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,7 @@ from mcp_types import Resource as MCPResource
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server.core.models import Priority
 from server.core.service import Core, decode_cursor, encode_cursor
 from server.db import listing
 from server.errors import JctError
@@ -57,17 +59,17 @@ def _decode(cursor: str | None) -> Position:
     if cursor is None:
         return Position(RUNNING)
     try:
-        walk, priority, queued_at, task_id = decode_cursor(cursor, 4)
-        if walk in (RUNNING, RECENT) and queued_at == "" and task_id == "":
+        walk, priority, queued_at, task_id = decode_cursor(cursor, "word", "word", "word", "word")
+        if walk not in (RUNNING, RECENT):
+            raise ValueError(cursor)
+        if queued_at == "" and task_id == "":
             return Position(walk)
         moment = datetime.fromisoformat(queued_at)
-        if moment.tzinfo is None or not isinstance(task_id, str) or not isinstance(priority, str):
+        if moment.tzinfo is None:
             raise ValueError(cursor)
         if walk == RUNNING:
-            return Position(RUNNING, running_after=(priority, moment, task_id))
-        if walk == RECENT:
-            return Position(RECENT, recent_after=(moment, task_id))
-        raise ValueError(cursor)
+            return Position(RUNNING, running_after=(Priority(priority).value, moment, str(uuid.UUID(task_id))))
+        return Position(RECENT, recent_after=(moment, str(uuid.UUID(task_id))))
     except (JctError, ValueError, TypeError):
         raise MCPError(
             code=INVALID_PARAMS, message="cursor is not one JCT returned; list again from the first page."

@@ -14,6 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server import uris
 from server.core import queue, review
 from server.core.service import Core
 from server.db import listing, queries
@@ -28,11 +29,11 @@ REVIEWS_SHOWN = 25
 COMPLETIONS = 20
 MAX_COMPLETION_INPUT = 200
 
-TASK = "jct://tasks/{task_id}"
-ISSUE = "jct://issues/{issue_id}"
-RUN = "jct://runs/{run_id}"
-EVIDENCE = "jct://evidence/{evidence_pack_id}"
-ARTIFACT = "jct://artifacts/{artifact_id}"
+TASK = uris.TEMPLATES["Task"]
+ISSUE = uris.TEMPLATES["Issue"]
+RUN = uris.TEMPLATES["Run"]
+EVIDENCE = uris.TEMPLATES["EvidencePack"]
+ARTIFACT = uris.TEMPLATES["Artifact"]
 
 # Completion of each template's one variable: ids by prefix, or by words of the objective or title.
 Completer = Callable[[AsyncConnection, str, int], Awaitable[Sequence[str]]]
@@ -128,7 +129,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_task(task_id: str) -> str:
-        return render.task_page(await _guard(f"jct://tasks/{task_id}", gather.task_page(core, task_id)))
+        return render.task_page(await _guard(uris.task(task_id), gather.task_page(core, task_id)))
 
     @server.resource(
         ISSUE,
@@ -141,7 +142,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_issue(issue_id: str) -> str:
-        return render.issue_briefing(await _guard(f"jct://issues/{issue_id}", gather.issue_brief(core, issue_id)))
+        return render.issue_briefing(await _guard(uris.issue(issue_id), gather.issue_brief(core, issue_id)))
 
     @server.resource(
         RUN,
@@ -152,7 +153,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_run(run_id: str) -> str:
-        return render.run_page(await _guard(f"jct://runs/{run_id}", gather.run_page(core, run_id)))
+        return render.run_page(await _guard(uris.run(run_id), gather.run_page(core, run_id)))
 
     @server.resource(
         EVIDENCE,
@@ -163,13 +164,13 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_evidence(evidence_pack_id: str) -> str:
-        uri = f"jct://evidence/{evidence_pack_id}"
+        uri = uris.evidence(evidence_pack_id)
         return render.evidence_page(await _guard(uri, gather.evidence_page(core, evidence_pack_id)))
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
     async def read_artifact(artifact_id: str) -> tuple[str, str]:
-        uri = f"jct://artifacts/{artifact_id}"
+        uri = uris.artifact(artifact_id)
         artifact, text, total = await _guard(uri, gather.artifact_content(core, artifact_id))
         if text is None:
             return render.remote_artifact(artifact), URI_LIST

@@ -12,26 +12,23 @@ stops reading its stream does to everyone else.
 from __future__ import annotations
 
 import gc
-import itertools
-import json
 import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 import uvicorn
 from mcp import Client
 from mcp.server import MCPServer
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import ResourceListChangedNotification, ResourceUpdatedNotification
-from mcp_types.version import LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from sqlalchemy import insert
 
 from server.app import create_app
@@ -41,6 +38,7 @@ from server.db import tables
 from server.mcp import JctServer
 from server.notify.feed import BATCH
 from tests.conftest import POSTGRES_URL
+from tests.support.raw import RawSession
 from tests.transports.conftest import call, http_server, server_env
 
 pytestmark = pytest.mark.anyio
@@ -251,61 +249,6 @@ async def serving(settings: Settings, *, send_buffer: int | None = None) -> Asyn
         sock.close()
 
 
-class RawSession:
-    """A legacy streamable HTTP session driven by hand, so it can misbehave: subscribe and then never
-    open its GET stream, or open it and never read it. `receive_buffer` shrinks SO_RCVBUF."""
-
-    def __init__(self, base_url: str, receive_buffer: int | None = None) -> None:
-        options = [(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)] if receive_buffer else None
-        self.http = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(socket_options=options), timeout=30.0)
-        self.url = f"{base_url}/mcp"
-        self.session_id: str | None = None
-        self._ids = itertools.count(1)
-        self._stack = AsyncExitStack()
-
-    def _headers(self, accept: str = "application/json, text/event-stream") -> dict[str, str]:
-        headers = {"Accept": accept, "Content-Type": "application/json"}
-        if self.session_id is not None:
-            headers |= {"Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": LATEST_HANDSHAKE_VERSION}
-        return headers
-
-    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params or {}}
-        response = await self.http.post(self.url, json=body, headers=self._headers())
-        assert response.status_code == 200, response.text
-        if self.session_id is None:
-            self.session_id = response.headers["mcp-session-id"]
-        data = [line.removeprefix("data:").strip() for line in response.text.splitlines() if line.startswith("data:")]
-        message: dict[str, Any] = json.loads(data[-1]) if data else response.json()
-        assert "result" in message, message
-        return message
-
-    async def initialize(self) -> None:
-        params = {
-            "protocolVersion": LATEST_HANDSHAKE_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        }
-        await self.request("initialize", params)
-        body = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        response = await self.http.post(self.url, json=body, headers=self._headers())
-        assert response.status_code == 202, response.text
-
-    async def subscribe(self, uri: str) -> None:
-        await self.request("resources/subscribe", {"uri": uri})
-
-    async def open_stream_and_never_read(self) -> None:
-        response = await self._stack.enter_async_context(
-            self.http.stream("GET", self.url, headers=self._headers("text/event-stream"))
-        )
-        assert response.status_code == 200
-
-    async def aclose(self) -> None:
-        """Drop the connections without DELETE, as a crashed client would."""
-        await self._stack.aclose()
-        await self.http.aclose()
-
-
 def subscribed_sessions(server: JctServer) -> set[str | None]:
     """The session ids of the connections the hub holds subscriptions for."""
     return {connection.session_id for connection in list(server.hub._subscriptions)}
@@ -360,7 +303,8 @@ async def test_a_stuck_subscriber_never_blocks_tool_calls(
     monkeypatch.setattr("server.notify.hub.SEND_DEADLINE", deadline)
     task_ids = [str(uuid.uuid4()) for _ in range(100)]
     with anyio.fail_after(LIMIT):
-        async with serving(make_settings(notify_interval_seconds=0.05), send_buffer=4096) as (base, server):
+        settings = make_settings(notify_interval_seconds=0.05, max_subscriptions_per_session=200)
+        async with serving(settings, send_buffer=4096) as (base, server):
             hub = server.hub
             inbox = Inbox()
             stuck, streamless = RawSession(base, receive_buffer=4096), RawSession(base)

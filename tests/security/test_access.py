@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import anyio
 import httpx2
 import pytest
 from mcp import Client
+from sqlalchemy import update
 
+from server.core import sweeper
+from server.db import tables
+from tests.core.helpers import snapshot
 from tests.security.conftest import TokenServer, bearer
 from tests.transports.conftest import call, call_error
 
@@ -182,3 +188,38 @@ async def test_a_revoked_token_is_refused_with_401(token_server: TokenServer) ->
             assert response.status_code == 401
             assert response.json()["error"] == "invalid_token"
             assert "resource_metadata=" in response.headers["www-authenticate"]
+
+
+async def test_two_agents_sharing_one_token_are_fenced_apart(token_server: TokenServer) -> None:
+    """One token, two agents (DESIGN section 10: the fence holds whoever shares an identity). The first
+    agent's lease runs out and the second claims the task: the first's late calls answer LEASE_EXPIRED,
+    naming its run or not (a stateless caller must name it), and change nothing."""
+    with anyio.fail_after(LIMIT):
+        shared = await token_server.token("ci-pool", "worker")
+        core = token_server.core
+        async with token_server.client(shared) as zombie, token_server.client(shared) as successor:
+            task_id = await enqueue(zombie)
+            stale = await call(zombie, "jct_claim_task", task_id=task_id)
+            async with core.db.write() as conn:
+                past = datetime.now(UTC) - timedelta(hours=1)
+                await conn.execute(
+                    update(tables.runs).where(tables.runs.c.id == stale["run_id"]).values(lease_expires_at=past)
+                )
+            assert (await sweeper.sweep_expired_leases(core)).requeued == 1
+            fresh = await call(successor, "jct_claim_next")
+            assert fresh["task_id"] == task_id
+            before = await snapshot(core)
+
+            named = await call_error(
+                zombie, "jct_complete_task", task_id=task_id, run_id=stale["run_id"], success=False, summary="late"
+            )
+            unnamed = await call_error(zombie, "jct_complete_task", task_id=task_id, success=False, summary="late")
+
+            assert named["error"]["code"] == "LEASE_EXPIRED"
+            stateless = token_server.kind == "http-modern"
+            assert unnamed["error"]["code"] == ("INVALID_ARGUMENT" if stateless else "LEASE_EXPIRED")
+            assert await snapshot(core) == before
+            done = await call(
+                successor, "jct_complete_task", task_id=task_id, run_id=fresh["run_id"], success=True, summary="ok"
+            )
+            assert done["task_status"] == "completed"

@@ -1,0 +1,271 @@
+"""Open sessions and event streams: capped per principal, least recently used closed first, never refused.
+
+Three kinds of things stay open between requests and hold memory in this process:
+
+- `session`: a legacy streamable HTTP session (the `initialize` handshake over /mcp), with its GET stream;
+- `sse`: a legacy HTTP+SSE connection (GET /sse, its messages POSTed to /messages/);
+- `listen`: a 2026-07-28 `subscriptions/listen` stream (a POST to /mcp that stays open).
+
+`Sessions` keeps one `Entry` for each, with the principal that opened it and the credential (the token) it
+was opened with. Opening one past `per_principal` for its principal closes that principal's least recently
+used one; past `total` it closes the least recently used idle one of anyone (no request in flight), or the
+least recently used of all when none is idle: a new one is never refused, so no principal can lock out
+another. `watch_revocations` closes everything a revoked token opened within a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Literal
+from urllib.parse import parse_qs
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("jct.sessions")
+
+Kind = Literal["session", "sse", "listen"]
+Close = Callable[[], Coroutine[Any, Any, None]]
+LOCAL = "local"
+REVOCATION_POLL_SECONDS = 0.5
+
+
+@dataclass(eq=False)
+class Entry:
+    key: str
+    kind: Kind
+    principal: str
+    credential: str | None  # the token it was opened with; None without tokens
+    close: Close
+    last_used: float = 0.0
+    busy: int = 0
+
+
+@dataclass
+class Sessions:
+    per_principal: int
+    total: int
+    clock: Callable[[], float] = time.monotonic
+    _entries: dict[str, Entry] = field(default_factory=dict)
+    _closing: TaskGroup | None = None
+    _numbers: Iterator[int] = field(default_factory=count)
+
+    # --- the register -------------------------------------------------------------------------
+
+    def add(self, entry: Entry) -> None:
+        """Register `entry`, first closing what it displaces under the caps."""
+        entry.last_used = self.clock()
+        mine = [e for e in self._entries.values() if e.principal == entry.principal]
+        while len(mine) >= self.per_principal:
+            victim = _least_recently_used(mine)
+            mine.remove(victim)
+            self._evict(victim, f"{entry.principal} has {self.per_principal} open (JCT_MAX_SESSIONS_PER_PRINCIPAL)")
+        while len(self._entries) >= self.total:
+            victim = _least_recently_used(list(self._entries.values()))
+            self._evict(victim, f"{self.total} open in this process (JCT_MAX_SESSIONS)")
+        self._entries[entry.key] = entry
+
+    def remove(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def touch(self, key: str) -> None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.last_used = self.clock()
+
+    @contextmanager
+    def busy(self, key: str) -> Iterator[None]:
+        """A request of this session is in flight: it is not idle, and it was used just now."""
+        entry = self._entries.get(key)
+        if entry is None:
+            yield
+            return
+        entry.busy += 1
+        entry.last_used = self.clock()
+        try:
+            yield
+        finally:
+            entry.busy -= 1
+            entry.last_used = self.clock()
+
+    def new_key(self, kind: Kind) -> str:
+        return f"{kind}-{next(self._numbers)}"
+
+    def count(self, kind: Kind) -> int:
+        return sum(entry.kind == kind for entry in self._entries.values())
+
+    def credentials(self) -> set[str]:
+        return {entry.credential for entry in self._entries.values() if entry.credential is not None}
+
+    def close_credentials(self, revoked: set[str]) -> int:
+        """Close everything opened with these credentials; how many."""
+        gone = [entry for entry in self._entries.values() if entry.credential in revoked]
+        for entry in gone:
+            self._evict(entry, "its token was revoked")
+        return len(gone)
+
+    def _evict(self, entry: Entry, why: str) -> None:
+        self._entries.pop(entry.key, None)
+        log.info("closing %s %s of %s: %s", entry.kind, entry.key, entry.principal, why)
+        if self._closing is not None:
+            self._closing.start_soon(entry.close)
+        else:  # no task group (the app's lifespan is not running): nothing left to close
+            log.debug("no task group to close %s in", entry.key)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the task group closings run in, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._closing = tg
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._closing = None
+
+    # --- streams this module holds open itself -----------------------------------------------
+
+    @asynccontextmanager
+    async def stream(self, kind: Kind, principal: str, credential: str | None) -> AsyncIterator[Entry]:
+        """Run a long-lived request (an SSE connection, a listen stream) as an entry that closing cancels."""
+        scope = anyio.CancelScope()
+
+        async def close() -> None:
+            scope.cancel()
+
+        entry = Entry(self.new_key(kind), kind, principal, credential, close)
+        self.add(entry)
+        try:
+            with scope:
+                yield entry
+        finally:
+            self.remove(entry.key)
+
+
+def _least_recently_used(entries: list[Entry]) -> Entry:
+    """The least recently used idle entry, or of all of them when none is idle."""
+    idle = [entry for entry in entries if not entry.busy]
+    return min(idle or entries, key=lambda entry: entry.last_used)
+
+
+def who(scope: Scope) -> tuple[str, str | None]:
+    """The principal and credential of an HTTP request (after the front door): a token's name and id, or
+    `local` without tokens."""
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser):
+        token = user.access_token
+        return token.client_id, token.subject
+    return LOCAL, None
+
+
+# --- the middleware -----------------------------------------------------------------------------
+
+
+class SessionGuard:
+    """ASGI middleware: keeps `Sessions` current with every request to /mcp, /sse and /messages/.
+
+    Legacy streamable HTTP sessions are registered when the SDK admits them (server/sdk.py hooks); here
+    their requests mark them used. SSE connections and listen streams are registered here, and run in a
+    scope that closing them cancels."""
+
+    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
+        self.app = app
+        self.sessions = sessions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path, method = scope["path"], scope["method"]
+        headers = dict(scope.get("headers", ()))
+        if path == "/mcp" or path.startswith("/mcp/"):
+            session = headers.get(b"mcp-session-id")
+            if session is not None:
+                key = session.decode("latin-1")
+                if method == "POST":
+                    with self.sessions.busy(key):
+                        await self.app(scope, receive, send)
+                    return
+                self.sessions.touch(key)
+            elif method == "POST" and headers.get(b"mcp-method") == b"subscriptions/listen":
+                await self._stream("listen", scope, receive, send)
+                return
+        elif path == "/sse" and method == "GET":
+            await self._sse(scope, receive, send)
+            return
+        elif path.startswith("/messages"):
+            ids = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_id")
+            if ids:
+                with self.sessions.busy(f"sse:{ids[0]}"):
+                    await self.app(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _stream(self, kind: Kind, scope: Scope, receive: Receive, send: Send) -> None:
+        principal, credential = who(scope)
+        async with self.sessions.stream(kind, principal, credential):
+            await self.app(scope, receive, send)
+
+    async def _sse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """An SSE connection, known by the session id its first event announces (`/messages/?session_id=`),
+        which its POSTs carry."""
+        principal, credential = who(scope)
+        async with self.sessions.stream("sse", principal, credential) as entry:
+            announced = False
+
+            async def watch(message: Message) -> None:
+                nonlocal announced
+                if not announced and message["type"] == "http.response.body":
+                    body = bytes(message.get("body", b""))
+                    marker = body.find(b"session_id=")
+                    if marker >= 0:
+                        announced = True
+                        session_id = body[marker + len(b"session_id=") :].split(b"\r", 1)[0].split(b"\n", 1)[0]
+                        self.sessions.remove(entry.key)
+                        entry.key = f"sse:{session_id.decode('latin-1')}"
+                        self.sessions.add(entry)
+                await send(message)
+
+            await self.app(scope, receive, watch)
+
+
+# --- revocation ---------------------------------------------------------------------------------
+
+
+async def watch_revocations(
+    sessions: Sessions,
+    revoked_among: Callable[[set[str]], Awaitable[set[str]]],
+    interval: float = REVOCATION_POLL_SECONDS,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Every `interval`, ask which credentials with something open here were revoked, and close what they
+    opened. A failed look (the database away) is retried at the next interval."""
+    task_status.started()
+    while True:
+        await anyio.sleep(interval)
+        held = sessions.credentials()
+        if not held:
+            continue
+        try:
+            gone = await revoked_among(held)
+        except Exception as exc:  # the database away: the front door refuses the token's requests anyway
+            log.debug("revocation check failed: %s", exc)
+            continue
+        if gone:
+            closed = sessions.close_credentials(gone)
+            log.info("revoked tokens: closed %d session(s) and stream(s)", closed)
+
+
+def session_entry(sessions: Sessions, session_id: str, requestor: Any, close: Close) -> Entry:
+    """The entry of a legacy streamable HTTP session the SDK admitted for `requestor` (its
+    AuthorizationContext, or None without tokens)."""
+    if requestor is None:
+        return Entry(session_id, "session", LOCAL, None, close)
+    return Entry(session_id, "session", str(requestor.get("client_id")), requestor.get("subject"), close)

@@ -1,0 +1,53 @@
+"""The jct:// resource URIs, in one table: the pages, the records each template names, and their parsing."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+QUEUE: Final = "jct://queue"
+PENDING_REVIEWS: Final = "jct://reviews/pending"
+FIXED: Final = (QUEUE, PENDING_REVIEWS)
+
+# Record kind (as the audit log names entities) -> the URI template of its page.
+TEMPLATES: Final = {
+    "Task": "jct://tasks/{task_id}",
+    "Issue": "jct://issues/{issue_id}",
+    "Run": "jct://runs/{run_id}",
+    "EvidencePack": "jct://evidence/{evidence_pack_id}",
+    "Artifact": "jct://artifacts/{artifact_id}",
+}
+_PREFIX: Final = {kind: template.split("{", 1)[0] for kind, template in TEMPLATES.items()}
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_RECORD = re.compile(rf"jct://(tasks|issues|runs|evidence|artifacts)/({_UUID})")
+MAX_LENGTH: Final = 128
+
+
+def of(kind: str, record_id: str) -> str:
+    """The page of a record, by its kind as the audit log names it ("Task", "Run", ...)."""
+    return f"{_PREFIX[kind]}{record_id}"
+
+
+def task(task_id: str) -> str:
+    return of("Task", task_id)
+
+
+def issue(issue_id: str) -> str:
+    return of("Issue", issue_id)
+
+
+def run(run_id: str) -> str:
+    return of("Run", run_id)
+
+
+def evidence(pack_id: str) -> str:
+    return of("EvidencePack", pack_id)
+
+
+def artifact(artifact_id: str) -> str:
+    return of("Artifact", artifact_id)
+
+
+def is_jct_uri(uri: str) -> bool:
+    """Whether `uri` names a JCT page: one of the fixed ones, or a record's (with a canonical UUID)."""
+    return len(uri) <= MAX_LENGTH and (uri in FIXED or _RECORD.fullmatch(uri) is not None)
