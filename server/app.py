@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import version
 from typing import Any
@@ -24,7 +23,6 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk
 from server.auth import FrontDoor, metadata_routes
@@ -35,10 +33,11 @@ from server.core.queue import queue_stats
 from server.core.service import Core
 from server.db.migrate import head_revision, upgrade
 from server.identity import Identity, LocalIdentity, TokenIdentity
-from server.mcp import InFlight, JctServer, build_mcp
+from server.mcp import build_mcp
 from server.metrics import CONTENT_TYPE, Metrics
 from server.notify.hub import NotificationHub
 from server.sessions import SessionGuard, Sessions, session_entry, watch_revocations
+from server.shutdown import CountRequests, Drain, Readiness
 
 log = logging.getLogger("jct.app")
 
@@ -60,71 +59,6 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 def max_request_body(settings: Settings) -> int:
     """Big enough that an oversized artifact reaches JCT and gets PAYLOAD_TOO_LARGE, not a bare HTTP 413."""
     return max(16 * 1024 * 1024, 4 * settings.max_artifact_bytes)
-
-
-@dataclass
-class Readiness:
-    serving: bool = False
-    draining: bool = False
-
-
-class Drain:
-    """What a SIGTERM does before uvicorn's own shutdown (server/cli.py), once the listener is closed:
-    /readyz turns 503 so balancers stop sending; requests already received finish and their responses
-    are written (every POST but a 2026-07-28 `subscriptions/listen`, and tool calls, which on the old
-    SSE transport answer over the event stream); then the event streams that never end on their own
-    (legacy GET streams, SSE connections, listens) are ended. Claims are neither released nor touched:
-    their leases run out and the sweeper of a surviving replica requeues them."""
-
-    # After both counts reach zero, look again this much later: on the SSE transport a POST is answered
-    # (202) before its tool call starts.
-    SETTLE = 0.2
-
-    def __init__(self, mcp: JctServer, state: Readiness) -> None:
-        self._mcp = mcp
-        self._state = state
-        self.requests = InFlight()
-
-    @property
-    def draining(self) -> bool:
-        return self._state.draining
-
-    def begin(self) -> None:
-        self._state.draining = True
-
-    async def wait(self, grace: float) -> int:
-        """Wait, at most `grace` seconds, until no request or tool call is running; returns how many still are."""
-        with anyio.move_on_after(grace):
-            while True:
-                await self.requests.idle()
-                await self._mcp.in_flight.idle()
-                await anyio.sleep(self.SETTLE)
-                if not self.requests.count and not self._mcp.in_flight.count:
-                    break
-        return self.requests.count + self._mcp.in_flight.count
-
-
-class CountRequests:
-    """ASGI middleware: count the requests a drain waits for, the POSTs, except listens, which never end."""
-
-    def __init__(self, app: ASGIApp, requests: InFlight) -> None:
-        self._app = app
-        self._requests = requests
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or _is_listen(scope):
-            await self._app(scope, receive, send)
-            return
-        self._requests.enter()
-        try:
-            await self._app(scope, receive, send)
-        finally:
-            self._requests.leave()
-
-
-def _is_listen(scope: Scope) -> bool:
-    # 2026-07-28 requests name their method in a header; a listen stream stays open until the client leaves.
-    return (b"mcp-method", b"subscriptions/listen") in scope.get("headers", ())
 
 
 def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] | None = None) -> Starlette:
@@ -222,7 +156,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     ]
     # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
     # The request count is outermost, so a drain also waits for requests the front door is deciding on.
-    drain = Drain(mcp, state)
+    drain = Drain(mcp.in_flight, state, core.db)
     middleware = [Middleware(CountRequests, requests=drain.requests)]
     if tokens_on:
         middleware.append(Middleware(FrontDoor, core=core, rate_limit_per_minute=settings.rate_limit_per_minute))

@@ -48,9 +48,6 @@ log = logging.getLogger("jct")
 T = TypeVar("T")
 
 DATABASE_TIMEOUT = 15.0
-# After in-flight tool calls have drained: how long responses still being written, and the event streams
-# that never end on their own, get before uvicorn cancels them.
-STREAMS_GRACE_SECONDS = 2
 STATUSES = ("queued", "running", "completed", "failed", "cancelled", "all")
 DECISIONS = {
     "approve": "approved",
@@ -201,6 +198,7 @@ def _serve_http(settings: Settings) -> None:
     import uvicorn
 
     from server.app import create_app
+    from server.shutdown import draining_server
 
     if settings.auth == "none" and not _is_loopback(settings.host):
         raise StartupError(
@@ -218,49 +216,14 @@ def _serve_http(settings: Settings) -> None:
             log_level=settings.log_level.lower(),
             access_log=settings.log_level == "DEBUG",
             lifespan="on",
-            timeout_graceful_shutdown=STREAMS_GRACE_SECONDS,
         )
-        server = _draining_server(config, settings.shutdown_grace_seconds)
+        server = draining_server(config, settings.shutdown_grace_seconds)
         log.info("JCT %s listening on http://%s:%d (MCP at /mcp and /sse)", _version(), settings.host, settings.port)
         server.run(sockets=[sock])
     finally:
         sock.close()
     if not server.started:
         raise StartupError("the server did not start; see the log above")
-
-
-def _draining_server(config: Any, grace: float) -> Any:
-    """uvicorn's Server, whose shutdown (SIGTERM, Ctrl-C) first lets running requests and tool calls finish."""
-    import uvicorn
-    from sse_starlette.sse import AppStatus
-
-    class DrainingServer(uvicorn.Server):
-        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-            # sse-starlette ends every event stream the moment uvicorn sees a signal, tool call
-            # responses included (they are streams too): JCT says when streams end instead.
-            AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
-            try:
-                await super().serve(sockets)
-            finally:
-                AppStatus.should_exit = False
-                AppStatus.enable_automatic_graceful_drain_mode()  # type: ignore[no-untyped-call]
-
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            drain = config.app.state.drain
-            drain.begin()
-            # Stop taking connections and requests, as uvicorn's own shutdown would, then wait for calls.
-            for listener in self.servers:
-                listener.close()
-            for connection in list(self.server_state.connections):
-                connection.shutdown()
-            log.info("draining: waiting up to %.0fs for in-flight requests and tool calls", grace)
-            left = await drain.wait(grace)
-            if left:
-                log.warning("draining: %d request(s) still running after %.0fs; stopping anyway", left, grace)
-            AppStatus.should_exit = True  # now end the event streams that never end on their own
-            await super().shutdown(sockets)
-
-    return DrainingServer(config)
 
 
 async def _check_database(settings: Settings) -> None:

@@ -73,8 +73,13 @@ class Settings(BaseSettings):
     # Behind a load balancer: this replica's name, prefixed to its MCP session ids (`jct1.<hex>`) so the
     # balancer can send each legacy session back to the process that holds it (deploy/nginx.conf).
     replica: str = Field(default="", pattern=r"^([a-z][a-z0-9_-]{0,31})?$")
-    # On SIGTERM: how long to wait for in-flight tool calls before the process exits anyway.
+    # On SIGTERM: how long to wait for in-flight tool calls before their statements are cancelled and the
+    # process exits (a few seconds later at most).
     shutdown_grace_seconds: float = Field(default=30.0, ge=0, le=3600)
+    # How long a statement may wait for a lock (a row another transaction holds; on SQLite, another
+    # process's write lock), and (PostgreSQL) run at all, before it fails with UNAVAILABLE, rolled back.
+    lock_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    statement_timeout_seconds: float = Field(default=60.0, gt=0, le=86400)
 
     _csv = field_validator(
         "allowed_repo_prefixes", "review_auto_approve_verdicts", "toolsets", "allowed_hosts", mode="before"

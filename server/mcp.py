@@ -7,7 +7,6 @@ import logging
 from importlib.metadata import version
 from typing import Any
 
-import anyio
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
@@ -32,6 +31,7 @@ from server.metrics import Metrics
 from server.notify.hub import NotificationHub
 from server.prompts import register_prompts
 from server.resources import register_resources
+from server.shutdown import InFlight
 from server.tools import register_tools
 from server.tools.errors import error_result, translate
 
@@ -44,28 +44,6 @@ as code_patch, test output as log) -> jct_complete_task with a summary and crite
 artifact ids. Completion runs a prover and a review policy. Your claim is a lease: any call on the \
 task renews it; call jct_report_progress during long work. If you cannot finish, jct_release_task. \
 Errors are JSON with a code and a suggestion: follow the suggestion."""
-
-
-class InFlight:
-    """A count of work under way (tool calls, HTTP requests) that can be waited on until it is zero."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._idle: anyio.Event | None = None
-
-    def enter(self) -> None:
-        self.count += 1
-
-    def leave(self) -> None:
-        self.count -= 1
-        if not self.count and self._idle is not None:
-            self._idle.set()
-
-    async def idle(self) -> None:
-        """Return once the count is zero."""
-        while self.count:
-            self._idle = anyio.Event()
-            await self._idle.wait()
 
 
 class JctServer(MCPServer[Any]):

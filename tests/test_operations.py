@@ -19,10 +19,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from server.app import create_app
-from server.cli import _draining_server, bind_socket
+from server.cli import bind_socket
 from server.config import Settings
 from server.db.engine import Database
 from server.db.tables import runs, tasks
+from server.shutdown import draining_server
 from tests.transports.conftest import (
     call,
     call_error,
@@ -191,7 +192,7 @@ async def test_shutdown_lets_a_running_call_finish_and_takes_no_one_new(
     sock = bind_socket("127.0.0.1", 0)
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     config = uvicorn.Config(app, log_config=None, lifespan="on", timeout_graceful_shutdown=2)
-    server = _draining_server(config, grace=30)
+    server = draining_server(config, grace=30)
     outcome: dict[str, Any] = {}
 
     async def slow_call() -> None:

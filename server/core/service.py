@@ -27,7 +27,15 @@ class Core:
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:
-        database = db if db is not None else Database(settings.database_url)
+        database = (
+            db
+            if db is not None
+            else Database(
+                settings.database_url,
+                lock_timeout=settings.lock_timeout_seconds,
+                statement_timeout=settings.statement_timeout_seconds,
+            )
+        )
         return cls(database, settings, TraceStore(settings.traces, settings.max_artifact_bytes))
 
     def now(self) -> ColumnElement[datetime]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from sqlalchemy import ColumnElement, Float, event, func, literal
+from sqlalchemy import ColumnElement, Float, event, func, literal, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
@@ -21,22 +23,49 @@ from server.db.types import UTCDateTime
 T = TypeVar("T")
 
 CONNECT_TIMEOUT = 10.0
+CANCEL_TIMEOUT = 3.0
+# How long a statement may wait for a lock, and run at all, before it fails (and its transaction rolls back).
+LOCK_TIMEOUT = 10.0
+STATEMENT_TIMEOUT = 60.0
+# SQLite waits for another process's write lock in slices this long (its busy_timeout), checking between
+# slices whether its time is up or the server is stopping: SQLite's own busy wait cannot be interrupted.
+SQLITE_BUSY_SLICE_MS = 1000
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
-    # Another process holding the write lock makes us wait, not fail.
-    "PRAGMA busy_timeout=30000",
+    f"PRAGMA busy_timeout={SQLITE_BUSY_SLICE_MS}",
 )
 
 
-class Database:
-    """Owns the engine. `write()` and `read()` are the only ways into a transaction."""
+class ShuttingDown(Exception):
+    """The server is stopping: no new transaction begins, and the running ones were cancelled."""
 
-    def __init__(self, url: str, *, pool_size: int = 10, max_overflow: int = 20) -> None:
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down; nothing was recorded")
+
+
+class Database:
+    """Owns the engine. `write()` and `read()` are the only ways into a transaction.
+
+    Every wait is bounded: for a lock (`lock_timeout`), for a statement (`statement_timeout`, PostgreSQL),
+    and by `stop()`, which a shutdown calls at its deadline: no transaction begins after it, and the
+    statements running then are cancelled, so their transactions roll back and their callers are told so."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        max_overflow: int = 20,
+        lock_timeout: float = LOCK_TIMEOUT,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> None:
         self.url = url
         parsed = make_url(url)
         self.dialect = parsed.get_backend_name()
+        self.lock_timeout = lock_timeout
+        self.stopping = False
         options: dict[str, Any] = {"pool_pre_ping": False}
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
@@ -45,14 +74,18 @@ class Database:
             options.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=120, pool_reset_on_return=None)
         else:
             options.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=120, pool_recycle=1800)
-            options["connect_args"] = {"timeout": CONNECT_TIMEOUT}
+            timeouts = {"lock_timeout": _ms(lock_timeout), "statement_timeout": _ms(statement_timeout)}
+            options["connect_args"] = {"timeout": CONNECT_TIMEOUT, "server_settings": timeouts}
         self.engine: AsyncEngine = create_async_engine(url, **options)
         # Writers inside one process queue here instead of spinning on SQLite's busy handler;
         # other processes are still arbitrated by BEGIN IMMEDIATE and busy_timeout.
         self._write_lock: anyio.Lock | None = None
+        # The connections checked out now, by pool record: a PostgreSQL backend pid, or a sqlite3 connection.
+        self._in_use: dict[int, Any] = {}
+        _install_tracking(self)
         if self.dialect == "sqlite":
             self._write_lock = anyio.Lock()
-            _install_sqlite_hooks(self.engine)
+            _install_sqlite_hooks(self)
         self._reader = self.engine.execution_options(deferred_begin=True)
 
     @property
@@ -64,6 +97,7 @@ class Database:
         """A read-write transaction: BEGIN IMMEDIATE on SQLite, so the write lock is taken up front."""
         lock: AbstractAsyncContextManager[Any] = self._write_lock if self._write_lock is not None else nullcontext()
         async with lock:
+            self._check_open()
             with self._uncancellable():
                 async with self.engine.begin() as conn:
                     yield conn
@@ -71,6 +105,7 @@ class Database:
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A read-only transaction: a deferred BEGIN on SQLite, so readers never wait for writers."""
+        self._check_open()
         with self._uncancellable():
             async with self._reader.begin() as conn:
                 yield conn
@@ -85,13 +120,56 @@ class Database:
         """
         assert self._write_lock is not None, "SQLite only"
         async with self._write_lock:
+            self._check_open()
             with self._uncancellable():
                 async with self.engine.connect() as conn:
                     raw = await conn.get_raw_connection()
                     driver = raw.driver_connection
                     assert driver is not None
-                    result: T = await driver._execute(_transaction, driver._conn, work)
+                    result: T = await driver._execute(partial(self._transaction, work=work), driver._conn)
                     return result
+
+    def _transaction(self, db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+        """On aiosqlite's thread: `work` inside BEGIN IMMEDIATE ... COMMIT, rolled back if it raises."""
+        self.begin_immediate(db.execute)
+        try:
+            result = work(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    def begin_immediate(self, execute: Callable[[str], Any]) -> None:
+        """BEGIN IMMEDIATE, waiting for another process's write lock at most `lock_timeout`, in slices
+        (SQLite's busy wait cannot be interrupted), and not at all once the database is stopping."""
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or self.stopping or time.monotonic() >= deadline:
+                    raise
+
+    def _check_open(self) -> None:
+        if self.stopping:
+            raise ShuttingDown()
+
+    async def stop(self) -> int:
+        """At a shutdown's deadline: begin no more transactions, and cancel the statements running now so
+        their transactions roll back. Returns how many connections were interrupted."""
+        self.stopping = True
+        held = list(self._in_use.values())
+        if not held:
+            return 0
+        if self.is_sqlite:
+            for connection in held:
+                connection.interrupt()  # thread-safe; a waiting BEGIN IMMEDIATE gives up at its next slice
+            return len(held)
+        await _cancel_backends(self.url, [pid for pid in held if isinstance(pid, int)])
+        return len(held)
 
     @asynccontextmanager
     async def schema_change(self) -> AsyncIterator[AsyncConnection]:
@@ -100,6 +178,9 @@ class Database:
         documented procedure for ALTER TABLE). Whatever the change leaves dangling fails it before commit."""
         if not self.is_sqlite:
             async with self.write() as conn:
+                # A migration may wait for another replica's (the advisory lock) and build indexes for long.
+                await conn.execute(text("SET LOCAL lock_timeout = 0"))
+                await conn.execute(text("SET LOCAL statement_timeout = 0"))
                 yield conn
             return
         assert self._write_lock is not None
@@ -134,7 +215,44 @@ class Database:
         await self.engine.dispose()
 
 
-def _install_sqlite_hooks(engine: AsyncEngine) -> None:
+def _ms(seconds: float) -> str:
+    return str(max(1, round(seconds * 1000)))
+
+
+async def _cancel_backends(url: str, pids: list[int]) -> None:
+    """PostgreSQL: cancel the statements these backends run, from a connection of our own."""
+    import asyncpg
+
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with anyio.move_on_after(CANCEL_TIMEOUT):
+        connection = await asyncpg.connect(dsn, timeout=CANCEL_TIMEOUT)
+        try:
+            await connection.execute("SELECT pg_cancel_backend(pid) FROM unnest($1::int[]) AS pid", pids)
+        finally:
+            await connection.close()
+
+
+def _install_tracking(db: Database) -> None:
+    """Know which connections are checked out (and so may be running a statement) at any moment."""
+    sync_engine = db.engine.sync_engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _remember(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        driver = dbapi_connection.driver_connection
+        record.info["handle"] = driver._conn if db.is_sqlite else driver.get_server_pid()
+
+    @event.listens_for(sync_engine, "checkout")
+    def _out(_dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        db._in_use[id(record)] = record.info.get("handle")
+
+    @event.listens_for(sync_engine, "checkin")
+    def _in(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        db._in_use.pop(id(record), None)
+
+
+def _install_sqlite_hooks(db: Database) -> None:
+    engine = db.engine
+
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         # Take BEGIN away from the driver, so the begin hook below decides what it says.
@@ -151,7 +269,10 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
         # Straight to the driver: one hop to aiosqlite's thread, where exec_driver_sql takes three.
         driver = conn.connection.driver_connection
         assert driver is not None
-        await_(driver.execute("BEGIN" if read_only else "BEGIN IMMEDIATE"))
+        if read_only:
+            await_(driver.execute("BEGIN"))
+        else:
+            db.begin_immediate(lambda statement: await_(driver.execute(statement)))
 
     @event.listens_for(engine.sync_engine, "reset")
     def _on_reset(dbapi_connection: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
@@ -160,18 +281,6 @@ def _install_sqlite_hooks(engine: AsyncEngine) -> None:
         driver = record.driver_connection
         if state.asyncio_safe and not state.transaction_was_reset and driver is not None and driver.in_transaction:
             dbapi_connection.rollback()
-
-
-def _transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """On aiosqlite's thread: `work` inside BEGIN IMMEDIATE ... COMMIT, rolled back if it raises."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(db)
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-    return result
 
 
 def db_now(db: Database) -> ColumnElement[datetime]:
