@@ -33,6 +33,9 @@ class RpcCode(IntEnum):
     and prompts that cannot be read while the world fails. In the band MCP leaves to implementations
     (-32000..-32019), past -32000 and -32001, which the SDKs use for a closed connection and a timeout."""
 
+    AUTHENTICATION_REQUIRED = -32010  # HTTP 401: no token, or one that is not valid
+    FORBIDDEN = -32011  # HTTP 403: a token whose roles allow nothing here
+    RATE_LIMITED = -32012  # HTTP 429: data.retry_after_seconds
     UNAVAILABLE = -32013  # HTTP 503, and a resource or prompt read while the database or disk fails
 
 

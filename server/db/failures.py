@@ -252,10 +252,6 @@ class FailureLog:
         now = self._clock()
         for kind, episode in self._episodes.items():
             self._log.warning(
-                "%s: %d failure(s) in %.1fs, then success (%s no longer)",
-                kind,
-                episode.failures,
-                now - episode.started,
-                self._effect,
+                "%s: over after %.1fs, %d failure(s) in all", kind, now - episode.started, episode.failures
             )
         self._episodes.clear()

@@ -231,8 +231,8 @@ def test_the_failure_log_writes_one_line_per_kind_per_interval(caplog: pytest.Lo
         "while it lasts)",
         "database unreachable: ConnectionRefusedError: [Errno 111] Connect call failed "
         "(still; 500 more since the last line, 501 in 11s)",
-        "database unreachable: 502 failure(s) in 11.0s, then success (calls answer UNAVAILABLE no longer)",
-        "disk full: 1 failure(s) in 6.0s, then success (calls answer UNAVAILABLE no longer)",
+        "database unreachable: over after 11.0s, 502 failure(s) in all",
+        "disk full: over after 6.0s, 1 failure(s) in all",
     ]
 
 
