@@ -180,6 +180,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     if extend is not None:
         extend(mcp)
     security = transport_security(settings)
+    public = public_origin(settings)
     body_limit = max_request_body(settings)
     streamable = mcp.streamable_http_app(
         streamable_http_path="/mcp",
@@ -257,7 +258,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *streamable.routes,
         *sse.routes,
-        *(metadata_routes(public_origin(settings)) if tokens_on else []),
+        *(metadata_routes(public) if tokens_on else []),
     ]
     # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
     # The request count is outermost, so a drain also waits for requests the front door is deciding on.
@@ -269,7 +270,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
                 FrontDoor,
                 core=core,
                 rate_limit_per_minute=settings.rate_limit_per_minute,
-                public=public_origin(settings),
+                public=public,
             )
         )
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
