@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 from mcp.server import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from sqlalchemy import inspect, text
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -25,12 +25,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from server import sdk
-from server.auth import FrontDoor, metadata_routes
+from server.auth import FrontDoor, PublicOrigin, metadata_routes
 from server.background import run_background
 from server.config import Settings
 from server.core import tokens
 from server.core.queue import queue_stats
 from server.core.service import Core
+from server.db.failures import FailureLog, world_failure
 from server.db.migrate import head_revision, upgrade
 from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import build_mcp
@@ -45,13 +46,27 @@ READY_CHECK_SECONDS = 5.0
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
+def host_names(settings: Settings) -> list[str]:
+    """The names JCT answers to: loopback, the bind host (unless a wildcard) and JCT_ALLOWED_HOSTS but `*`."""
+    bind = f"[{settings.host}]" if ":" in settings.host else settings.host
+    binds = [bind] if bind not in ("0.0.0.0", "[::]") else []
+    return list(dict.fromkeys([*LOOPBACK, *binds, *(name for name in settings.allowed_hosts if name != "*")]))
+
+
+def public_origin(settings: Settings) -> PublicOrigin:
+    """JCT_PUBLIC_URL, else a Host from `host_names`, else the operator's first name for JCT, else the bind address."""
+    names = host_names(settings)
+    named = [name for name in settings.allowed_hosts if name != "*"]  # behind a proxy: its default port
+    binds = names[len(LOOPBACK) :] if not named else []
+    fallback = named[0] if named else f"{binds[0] if binds else LOOPBACK[0]}:{settings.port}"
+    return PublicOrigin(settings.public_url, names, fallback)
+
+
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     """Host/Origin allow-list (DNS rebinding): loopback, the bind host and JCT_ALLOWED_HOSTS; `*` turns it off."""
     if "*" in settings.allowed_hosts:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    bind = f"[{settings.host}]" if ":" in settings.host else settings.host
-    names = dict.fromkeys([*LOOPBACK, *([bind] if bind not in ("0.0.0.0", "[::]") else []), *settings.allowed_hosts])
-    hosts = [form for name in names for form in (name, f"{name}:*")]
+    hosts = [form for name in host_names(settings) for form in (name, f"{name}:*")]
     origins = [f"{scheme}://{form}" for scheme in ("http", "https") for form in hosts]
     return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
 
@@ -71,6 +86,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     if extend is not None:
         extend(mcp)
     security = transport_security(settings)
+    public = public_origin(settings)
     body_limit = max_request_body(settings)
     # Claude Code re-initializes after `404 Session not found` (tests/claude_code/test_session_loss.py), so
     # idle legacy sessions are closed; and it never sends DELETE, so without that they would pile up.
@@ -109,12 +125,24 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
             return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ready", "revision": head})
 
-    async def metrics_endpoint(_: Request) -> Response:
+    # /metrics is checked like /mcp, so a DNS-rebinding page cannot read it; /healthz and /readyz stay open.
+    metrics_guard = TransportSecurityMiddleware(security)
+    metrics_failures = FailureLog(log, "/metrics leaves out the queue figures")
+
+    async def metrics_endpoint(request: Request) -> Response:
+        refused = await metrics_guard.validate_request(request)
+        if refused is not None:
+            return refused
         try:
             stats = await queue_stats(core)
         except Exception as exc:  # the process's own series still matter when the database is away
-            log.warning("metrics: queue figures unavailable: %s", exc)
+            failure = world_failure(exc)
+            if failure is None:
+                log.warning("metrics: queue figures unavailable: %s", exc)
+            else:
+                metrics_failures.failed(failure)
         else:
+            metrics_failures.recovered()
             for status, count in stats.counts.items():
                 metrics.tasks.labels(status).set(count)
             metrics.leases_overdue.set(stats.expired_leases)
@@ -152,14 +180,21 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *streamable.routes,
         *sse.routes,
-        *(metadata_routes() if tokens_on else []),
+        *(metadata_routes(public) if tokens_on else []),
     ]
     # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
     # The request count is outermost, so a drain also waits for requests the front door is deciding on.
     drain = Drain(mcp.in_flight, state, core.db)
     middleware = [Middleware(CountRequests, requests=drain.requests)]
     if tokens_on:
-        middleware.append(Middleware(FrontDoor, core=core, rate_limit_per_minute=settings.rate_limit_per_minute))
+        middleware.append(
+            Middleware(
+                FrontDoor,
+                core=core,
+                rate_limit_per_minute=settings.rate_limit_per_minute,
+                public=public,
+            )
+        )
     # Inside the front door, so it knows who opened what.
     middleware.append(Middleware(SessionGuard, sessions=sessions))
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)

@@ -3,11 +3,16 @@
 Every HTTP request to the MCP endpoints (/mcp, /sse, /messages/) must carry `Authorization: Bearer jct_...`.
 `FrontDoor` verifies it (a hash lookup in the tokens table, on every request, so a revoked token stops
 working at once), answers 401 with a `WWW-Authenticate` header naming the protected-resource metadata
-(RFC 9728, as the MCP authorization spec asks), 403 for a token whose roles allow no MCP use, and 429 when a
-principal exceeds JCT_RATE_LIMIT_PER_MINUTE. A request it lets through carries the SDK's `AuthenticatedUser`
-in `scope["user"]` and in the SDK's auth context variable: the SDK binds each HTTP session to the principal
-that opened it, and `TokenIdentity` (server/identity.py) reads the principal of each tool call from there.
-/healthz, /readyz and the metadata stay open.
+(RFC 9728, as the MCP authorization spec asks), 403 for a token whose roles allow no MCP use, 429 when a
+principal exceeds JCT_RATE_LIMIT_PER_MINUTE, and 503 when the database cannot say. Each refusal's body is a
+JSON-RPC error (with the request's id when it sent one), so MCP clients show JCT's message; the OAuth
+fields (`error`, `error_description`) are in its `data`. A request it lets through carries the SDK's
+`AuthenticatedUser` in `scope["user"]` and in the SDK's auth context variable: the SDK binds each HTTP
+session to the principal that opened it, and `TokenIdentity` (server/identity.py) reads the principal of
+each tool call from there. /healthz, /readyz and the metadata stay open.
+
+URLs that name the server (the metadata, the challenge's `resource_metadata`) come from `PublicOrigin`:
+JCT_PUBLIC_URL, or a Host JCT answers to by name, never whatever Host a request made up.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
@@ -28,6 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.core import tokens
 from server.core.service import Core
+from server.db.failures import FailureLog, as_error, world_failure
+from server.errors import RpcCode
 from server.identity import access_token
 
 log = logging.getLogger("jct.auth")
@@ -37,6 +45,8 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 PROTECTED: tuple[tuple[str, str], ...] = (("/mcp", "/mcp"), ("/sse", "/sse"), ("/messages", "/sse"))
 RESOURCE_NAME = "JCT work queue"
 MAX_BUCKETS = 100_000
+# A refused request's body is read to answer with its JSON-RPC id only up to this size; beyond it, `id` is null.
+MAX_ID_BODY = 1024 * 1024
 
 
 class JctTokenVerifier:
@@ -83,27 +93,81 @@ def _resource_of(path: str) -> str | None:
     return None
 
 
-def _base_url(conn: HTTPConnection) -> str:
-    return str(conn.base_url).rstrip("/")
+class PublicOrigin:
+    """The base URL clients reach JCT at, for what names it: JCT_PUBLIC_URL when set; else the request's Host
+    when it is a name JCT answers to (loopback, the bind address, JCT_ALLOWED_HOSTS); else the first of
+    those. A Host a request made up is never reflected."""
+
+    def __init__(self, public_url: str, names: Sequence[str], fallback: str) -> None:
+        self._fixed = public_url.rstrip("/")
+        self._names = tuple(names)
+        self._fallback = fallback
+
+    def base(self, conn: HTTPConnection) -> str:
+        if self._fixed:
+            return self._fixed
+        host = conn.headers.get("host", "")
+        return f"{conn.url.scheme}://{host if self._is_named(host) else self._fallback}"
+
+    def _is_named(self, host: str) -> bool:
+        # The SDK's Host rule (server/app.py transport_security): a name, or a name and a port.
+        name, colon, port = host.rpartition(":")
+        return host in self._names or (bool(colon) and port.isdigit() and name in self._names)
+
+    def metadata_url(self, conn: HTTPConnection, resource: str) -> str:
+        """Where RFC 9728 section 3.1 puts the metadata of `{base}{resource}`."""
+        return f"{self.base(conn)}{METADATA_PATH}{resource}"
 
 
-def metadata_url(conn: HTTPConnection, resource: str) -> str:
-    """Where RFC 9728 section 3.1 puts the metadata of `{base}{resource}`."""
-    return f"{_base_url(conn)}{METADATA_PATH}{resource}"
+async def _request_id(scope: Scope, receive: Receive) -> str | int | None:
+    """The id of the JSON-RPC request in the body of a request being refused (it is never passed on), or None."""
+    if scope.get("method") != "POST":
+        return None
+    body = bytearray()
+    while len(body) <= MAX_ID_BODY:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body.extend(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    else:
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or "method" not in parsed:
+        return None
+    request_id = parsed.get("id")
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
-def _error(status: int, error: str, description: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"error": error, "error_description": description}, status_code=status, headers=headers)
+async def _refuse(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    code: RpcCode,
+    data: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> None:
+    """A JSON-RPC error body, for MCP clients, with the OAuth fields kept in `data`."""
+    error = {"code": int(code), "message": data["error_description"], "data": data}
+    body = {"jsonrpc": "2.0", "id": await _request_id(scope, receive), "error": error}
+    await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)
 
 
 class FrontDoor:
     """ASGI middleware in front of the whole app: authenticate, authorize and rate-limit the MCP endpoints."""
 
-    def __init__(self, app: ASGIApp, core: Core, rate_limit_per_minute: int) -> None:
+    def __init__(self, app: ASGIApp, core: Core, rate_limit_per_minute: int, public: PublicOrigin) -> None:
         self.app = app
         self.backend = BearerAuthBackend(JctTokenVerifier(core))
         self.with_context = AuthContextMiddleware(app)
         self.limiter = RateLimiter(rate_limit_per_minute)
+        self.public = public
+        self.failures = FailureLog(log, "requests with a token answer 503")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         resource = _resource_of(scope["path"]) if scope["type"] == "http" else None
@@ -113,64 +177,81 @@ class FrontDoor:
         conn = HTTPConnection(scope)
         try:
             authenticated = await self.backend.authenticate(conn)
-        except Exception:
-            log.exception("verifying a bearer token failed")
-            response = _error(503, "temporarily_unavailable", "JCT could not verify the token; retry shortly.")
-            await response(scope, receive, send)
+        except Exception as exc:
+            await self._unavailable(exc, scope, receive, send)
             return
+        self.failures.recovered()
         if authenticated is None:
-            await self._unauthorized(conn, resource)(scope, receive, send)
+            await self._unauthorized(conn, resource, scope, receive, send)
             return
         credentials, user = authenticated
         if not credentials.scopes:
-            response = _error(
-                403,
-                "insufficient_scope",
+            description = (
                 "This token has no role that allows using JCT; ask the operator for one with "
-                "--role worker, reviewer or admin.",
-                {"WWW-Authenticate": self._challenge(conn, resource, "insufficient_scope", "No usable role")},
+                "--role worker, reviewer or admin."
             )
-            await response(scope, receive, send)
+            challenge = self._challenge(conn, resource, "insufficient_scope", "No usable role")
+            data: dict[str, Any] = {"error": "insufficient_scope", "error_description": description}
+            await _refuse(scope, receive, send, 403, RpcCode.FORBIDDEN, data, {"WWW-Authenticate": challenge})
             return
         wait = self.limiter.take(user.access_token.client_id)
         if wait > 0:
             retry_after = max(1, math.ceil(wait))
             log.info("rate limit: %s must wait %ds", user.access_token.client_id, retry_after)
-            response = JSONResponse(
-                {
-                    "error": "rate_limited",
-                    "error_description": "Too many requests for this token (JCT_RATE_LIMIT_PER_MINUTE); "
-                    f"retry after {retry_after}s.",
-                    "retry_after_seconds": retry_after,
-                },
-                status_code=429,
-                headers={"Retry-After": str(retry_after)},
-            )
-            await response(scope, receive, send)
+            data = {
+                "error": "rate_limited",
+                "error_description": "Too many requests for this token (JCT_RATE_LIMIT_PER_MINUTE); "
+                f"retry after {retry_after}s.",
+                "retry_after_seconds": retry_after,
+            }
+            await _refuse(scope, receive, send, 429, RpcCode.RATE_LIMITED, data, {"Retry-After": str(retry_after)})
             return
         scope["user"] = user
         scope["auth"] = credentials
         await self.with_context(scope, receive, send)
 
-    def _unauthorized(self, conn: HTTPConnection, resource: str) -> Response:
+    async def _unauthorized(
+        self, conn: HTTPConnection, resource: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         header = conn.headers.get("authorization")
         if header is None or not header.lower().startswith("bearer "):
             description = "Authentication required: send 'Authorization: Bearer jct_...' (see `jct token create`)."
         else:
             description = "The bearer token is not valid: unknown, mistyped or revoked."
         challenge = self._challenge(conn, resource, "invalid_token", description)
-        return _error(401, "invalid_token", description, {"WWW-Authenticate": challenge})
+        data = {"error": "invalid_token", "error_description": description}
+        await _refuse(scope, receive, send, 401, RpcCode.AUTHENTICATION_REQUIRED, data, {"WWW-Authenticate": challenge})
 
-    @staticmethod
-    def _challenge(conn: HTTPConnection, resource: str, error: str, description: str) -> str:
+    async def _unavailable(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
+        """The token could not be verified: the database failed (one log line per interval), or JCT did."""
+        failure = world_failure(exc)
+        if failure is None:
+            log.exception("verifying a bearer token failed")
+            data: dict[str, Any] = {
+                "error": "temporarily_unavailable",
+                "error_description": "JCT could not verify the token; retry shortly.",
+            }
+            await _refuse(scope, receive, send, 503, RpcCode.UNAVAILABLE, data)
+            return
+        self.failures.failed(failure)
+        error = as_error(failure)
+        wait = failure.retry_after_seconds
+        data = {
+            "error": "temporarily_unavailable",
+            "error_description": f"JCT could not verify the token. {error.message} Retry in {wait} seconds.",
+            "retry_after_seconds": wait,
+        }
+        await _refuse(scope, receive, send, 503, RpcCode.UNAVAILABLE, data, {"Retry-After": str(wait)})
+
+    def _challenge(self, conn: HTTPConnection, resource: str, error: str, description: str) -> str:
         quoted = description.replace("\\", "\\\\").replace('"', "'")
         return (
             f'Bearer realm="jct", error="{error}", error_description="{quoted}", '
-            f'resource_metadata="{metadata_url(conn, resource)}"'
+            f'resource_metadata="{self.public.metadata_url(conn, resource)}"'
         )
 
 
-def metadata_routes() -> list[Route]:
+def metadata_routes(public: PublicOrigin) -> list[Route]:
     """RFC 9728 protected-resource metadata for /mcp and /sse (and the server root).
 
     There is no OAuth authorization server to name: tokens are issued by `jct token create`, so the document
@@ -180,7 +261,7 @@ def metadata_routes() -> list[Route]:
     def handler(resource: str) -> Callable[[Request], Awaitable[Response]]:
         async def metadata(request: Request) -> Response:
             body = {
-                "resource": f"{_base_url(request)}{resource}",
+                "resource": f"{public.base(request)}{resource}",
                 "bearer_methods_supported": ["header"],
                 "scopes_supported": [role.value for role in tokens.Role],
                 "resource_name": RESOURCE_NAME,

@@ -343,7 +343,7 @@ def token_create(
     secret, info = run_core(lambda core, _actor: tokens.create_token(core, name, role))
     settings = load_settings()
     host = "HOST" if not _is_loopback(settings.host) else settings.host
-    url = f"http://{host}:{settings.port}/mcp"
+    url = f"{settings.public_url}/mcp" if settings.public_url else f"http://{host}:{settings.port}/mcp"
     # Plain echo, not rich: the lines must survive copy and paste unwrapped.
     typer.echo(f"created token {info.name!r} with role(s) {', '.join(info.roles)}. Its secret, shown only now:")
     typer.echo("")

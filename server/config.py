@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -53,6 +54,9 @@ class Settings(BaseSettings):
     max_run_artifact_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024 * 1024)
     toolsets: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(TOOLSETS))
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Where clients reach JCT (https://jct.example.com, e.g. a TLS proxy): named in the RFC 9728 metadata, the
+    # 401 challenge and `jct token create`'s connect line. Without it, a Host JCT answers to by name.
+    public_url: str = ""
     # With JCT_AUTH=token: HTTP requests per minute per principal (a token bucket; 429 beyond it).
     rate_limit_per_minute: int = Field(default=600, ge=1, le=1_000_000)
     # Tasks one principal may hold claimed at once.
@@ -92,6 +96,24 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown toolsets {unknown}; choose from {', '.join(TOOLSETS)}")
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            return ""
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL naming a host, e.g. https://jct.example.com")
+        if "?" in value or "#" in value:
+            raise ValueError(f"{value!r} has a query or fragment; give the base URL only, e.g. https://jct.example.com")
+        if parts.path not in ("", "/") or parts.username is not None:
+            raise ValueError(
+                f"{value!r} is not a base URL: give scheme, host and port only, e.g. https://jct.example.com"
+            )
+        _ = parts.port  # a port that is not a number raises ValueError here
+        return f"{parts.scheme}://{parts.netloc}"
 
     @field_validator("review_auto_approve_verdicts")
     @classmethod

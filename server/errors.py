@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 
@@ -23,23 +23,39 @@ class ErrorCode(StrEnum):
     REVIEW_NOT_ALLOWED = "REVIEW_NOT_ALLOWED"
     ALREADY_REVIEWED = "ALREADY_REVIEWED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
+    # The world failed (database unreachable, a lock timeout, disk full), not JCT or its caller: retry later.
+    UNAVAILABLE = "UNAVAILABLE"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+class RpcCode(IntEnum):
+    """JSON-RPC error codes JCT answers with outside a tool result: its front door's refusals, and resources
+    and prompts that cannot be read while the world fails. In the band MCP leaves to implementations
+    (-32000..-32019), past -32000 and -32001, which the SDKs use for a closed connection and a timeout."""
+
+    AUTHENTICATION_REQUIRED = -32010  # HTTP 401: no token, or one that is not valid
+    FORBIDDEN = -32011  # HTTP 403: a token whose roles allow nothing here
+    RATE_LIMITED = -32012  # HTTP 429: data.retry_after_seconds
+    UNAVAILABLE = -32013  # HTTP 503, and a resource or prompt read while the database or disk fails
 
 
 class JctError(Exception):
     """A failure the caller can act on: a code, what was wrong, and what to do next."""
 
-    def __init__(self, code: ErrorCode, message: str, suggestion: str = "") -> None:
+    def __init__(
+        self, code: ErrorCode, message: str, suggestion: str = "", *, retry_after_seconds: int | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.suggestion = suggestion
+        self.retry_after_seconds = retry_after_seconds
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "success": False,
-            "error": {"code": self.code.value, "message": self.message, "suggestion": self.suggestion},
-        }
+        error: dict[str, Any] = {"code": self.code.value, "message": self.message, "suggestion": self.suggestion}
+        if self.retry_after_seconds is not None:
+            error["retry_after_seconds"] = self.retry_after_seconds
+        return {"success": False, "error": error}
 
 
 def invalid(message: str, suggestion: str = "Fix the argument and call again.") -> JctError:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from importlib.metadata import version
 from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -25,6 +27,7 @@ from mcp_types import (
 )
 
 from server.core.service import Core
+from server.db.failures import FailureLog
 from server.errors import ErrorCode, JctError
 from server.identity import Identity
 from server.metrics import Metrics
@@ -33,7 +36,7 @@ from server.prompts import register_prompts
 from server.resources import register_resources
 from server.shutdown import InFlight
 from server.tools import register_tools
-from server.tools.errors import error_result, translate
+from server.tools.errors import error_result, protocol_error, translate
 
 log = logging.getLogger("jct.mcp")
 
@@ -59,11 +62,14 @@ class JctServer(MCPServer[Any]):
         self.toolset_of: dict[str, str] = {}
         # Tool calls running now: a draining server waits for them (server/app.py).
         self.in_flight = InFlight()
+        # Requests that fail because the database or the disk did: one log line per kind per interval.
+        self.failures = FailureLog(log, "tool calls, resources and prompts answer UNAVAILABLE")
         low = self._lowlevel_server
         low.add_request_handler("resources/subscribe", SubscribeRequestParams, hub.subscribe)
         low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
         low.middleware.append(hub.observe)
         low.middleware.append(self._only_usable_tools)
+        low.middleware.append(self._world_failures)
         # The SDK advertises listChanged only when told to; the handshake-era transports ask
         # the low-level server for its options with no arguments, so answer for them.
         plain = low.create_initialization_options
@@ -96,6 +102,8 @@ class JctServer(MCPServer[Any]):
             with self.metrics.tool_call(name if known else "unknown") as outcome:
                 result = await self._call_tool(name, arguments, context, known=known)
                 outcome(_outcome(result))
+                if _outcome(result) == "ok":
+                    self.failures.recovered()
                 return result
         finally:
             self.in_flight.leave()
@@ -118,7 +126,19 @@ class JctServer(MCPServer[Any]):
         except MCPError:
             raise
         except ToolError as exc:
-            return translate(name, exc)
+            return translate(name, exc, self.failures)
+
+    async def read_resource(
+        self, uri: Any, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        # Here, not in middleware: the SDK logs a traceback for a failed read before middleware sees it.
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceError as exc:
+            error = protocol_error(exc, self.failures)
+            if error is None:
+                raise
+            raise error from None
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
@@ -127,6 +147,19 @@ class JctServer(MCPServer[Any]):
         if self._prompt_manager.get_prompt(name) is None:
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}. Call prompts/list for the available prompts.")
         return await super().get_prompt(name, arguments, context)
+
+    async def _world_failures(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: a prompt, completion or listing that fails because the database or the disk did is a
+        JSON-RPC error saying so (server/tools/errors.py), not an internal error with a traceback."""
+        try:
+            return await call_next(ctx)
+        except MCPError:
+            raise
+        except Exception as exc:
+            error = protocol_error(exc, self.failures)
+            if error is None:
+                raise
+            raise error from None
 
     async def _only_usable_tools(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Middleware: tools/list shows each caller only the tools its roles allow."""

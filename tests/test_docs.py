@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from server.config import Settings
-from server.errors import ErrorCode
+from server.errors import ErrorCode, RpcCode
 from server.tools import TOOLSETS
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
@@ -20,6 +20,11 @@ def test_every_setting_is_documented() -> None:
 
 @pytest.mark.parametrize("code", list(ErrorCode))
 def test_every_error_code_is_documented(code: ErrorCode) -> None:
+    assert f"`{code.value}`" in README
+
+
+@pytest.mark.parametrize("code", list(RpcCode))
+def test_every_json_rpc_error_code_is_documented(code: RpcCode) -> None:
     assert f"`{code.value}`" in README
 
 

@@ -12,6 +12,7 @@ from server.core.models import SYSTEM
 from server.core.queue import fold_counts
 from server.core.service import Core, audit_row
 from server.db import leases, queries
+from server.db.failures import FailureLog, world_failure
 
 log = logging.getLogger(__name__)
 BATCH = 100
@@ -60,7 +61,9 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
 async def run_sweeper(
     core: Core, interval: float, on_sweep: Callable[[results.SweepReport], None] | None = None
 ) -> None:
-    """Sweep forever; one failed pass is logged and the next one tries again. `on_sweep` sees each report."""
+    """Sweep forever; one failed pass is logged and the next one tries again. `on_sweep` sees each report.
+    While the database is away, that is one line per interval, not a traceback per pass."""
+    failures = FailureLog(log, "leases are not expired meanwhile")
     while True:
         try:
             report = await sweep_expired_leases(core)
@@ -71,6 +74,12 @@ async def run_sweeper(
                 log.info(
                     "lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed
                 )
-        except Exception:
-            log.exception("lease sweep failed; retrying in %.1fs", interval)
+        except Exception as exc:
+            failure = world_failure(exc)
+            if failure is None:
+                log.exception("lease sweep failed; retrying in %.1fs", interval)
+            else:
+                failures.failed(failure)
+        else:
+            failures.recovered()
         await anyio.sleep(interval)

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 from sqlalchemy.util import await_
 
+from server.db import failures
 from server.db.types import UTCDateTime
 
 T = TypeVar("T")
@@ -99,8 +100,17 @@ class Database:
         async with lock:
             self._check_open()
             with self._uncancellable():
-                async with self.engine.begin() as conn:
-                    yield conn
+                committing = False
+                try:
+                    async with self.engine.begin() as conn:
+                        yield conn
+                        # PostgreSQL may lose the connection with the COMMIT in flight: then nobody knows
+                        # whether it was recorded. A failed SQLite COMMIT recorded nothing.
+                        committing = not self.is_sqlite
+                except Exception as exc:
+                    if committing:
+                        failures.mark_at_commit(exc)
+                    raise
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

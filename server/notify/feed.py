@@ -16,6 +16,7 @@ import anyio
 
 from server.core.service import Core
 from server.db import feed
+from server.db.failures import FailureLog, world_failure
 from server.notify.changes import Changes
 
 log = logging.getLogger(__name__)
@@ -61,9 +62,16 @@ class ChangeFeed:
         return changes
 
     async def run(self) -> None:
+        failures = FailureLog(log, "subscribers are not notified meanwhile")
         while True:
             try:
                 await self.poll()
-            except Exception:
-                log.exception("change feed poll failed; retrying")
+            except Exception as exc:
+                failure = world_failure(exc)
+                if failure is None:
+                    log.exception("change feed poll failed; retrying")
+                else:
+                    failures.failed(failure)  # one line per interval while the database is away
+            else:
+                failures.recovered()
             await anyio.sleep(self._interval)

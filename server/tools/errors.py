@@ -1,8 +1,10 @@
-"""The one place a tool failure becomes the result the model reads.
+"""The one place a tool failure becomes the result the model reads, and a failure of the world a protocol error.
 
 Could a smarter model have avoided it? Then it is a tool result with `isError: true` and
-`{"success": false, "error": {"code", "message", "suggestion"}}`. Anything unexpected is
-INTERNAL_ERROR with a correlation id that is also in the server log, and never a traceback.
+`{"success": false, "error": {"code", "message", "suggestion"}}`. A failure of the world (the database
+unreachable or busy, the disk full: server/db/failures.py) is UNAVAILABLE with `retry_after_seconds`,
+logged one line per kind per interval. Anything else unexpected is INTERNAL_ERROR with a correlation id
+that is also in the server log (with its traceback), and never a traceback to the caller.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import uuid
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from server.errors import ErrorCode, JctError
+from server.db.failures import FailureLog, as_error, world_failure
+from server.errors import ErrorCode, JctError, RpcCode
 
 log = logging.getLogger("jct.tools")
 
@@ -25,7 +29,7 @@ def error_result(error: JctError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(error.to_dict()))], is_error=True)
 
 
-def translate(tool: str, exc: ToolError) -> CallToolResult:
+def translate(tool: str, exc: ToolError, failures: FailureLog) -> CallToolResult:
     cause = exc.__cause__
     if isinstance(cause, JctError):
         log.info("tool %s refused: %s %s", tool, cause.code, cause.message)
@@ -35,6 +39,10 @@ def translate(tool: str, exc: ToolError) -> CallToolResult:
     if not isinstance(exc, UnexpectedToolError):
         # The SDK's own anticipated errors: an unknown tool name, mostly.
         return error_result(JctError(ErrorCode.INVALID_ARGUMENT, str(exc), "Call tools/list for the available tools."))
+    failure = world_failure(exc)
+    if failure is not None:
+        failures.failed(failure)
+        return error_result(as_error(failure))
     correlation = uuid.uuid4().hex[:12]
     log.error("tool %s crashed (correlation id %s)", tool, correlation, exc_info=cause or exc)
     return error_result(
@@ -44,6 +52,17 @@ def translate(tool: str, exc: ToolError) -> CallToolResult:
             "Retry once; if it fails again, report the correlation id to the JCT operator.",
         )
     )
+
+
+def protocol_error(exc: Exception, failures: FailureLog) -> MCPError | None:
+    """For resources and prompts: the JSON-RPC error for a failure of the world, or None for anything else."""
+    failure = world_failure(exc)
+    if failure is None:
+        return None
+    failures.failed(failure)
+    error = as_error(failure)
+    data = {"code": error.code.value, "retry_after_seconds": error.retry_after_seconds}
+    return MCPError(code=RpcCode.UNAVAILABLE, message=f"{error.message} {error.suggestion}", data=data)
 
 
 def _invalid_arguments(tool: str, error: ValidationError) -> JctError:

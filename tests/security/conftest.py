@@ -15,6 +15,8 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import ErrorData
 
 from server.config import Settings
 from server.core import tokens
@@ -82,3 +84,30 @@ async def jct(tmp_path: Path, *args: str, env: dict[str, str]) -> tuple[int, str
             [sys.executable, "-m", "server", *args], env=subprocess_env(env), cwd=tmp_path, check=False
         )
     return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def mcp_error(exc: BaseException) -> ErrorData:
+    """The MCPError the SDK client raised, out of the exception groups its task groups wrap it in."""
+    if isinstance(exc, MCPError):
+        return exc.error
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            try:
+                return mcp_error(inner)
+            except AssertionError:
+                continue
+    raise AssertionError(f"not an MCPError: {exc!r}")
+
+
+async def sdk_refusal(base_url: str, secret: str, mode: str, calls: int = 0) -> ErrorData:
+    """What the MCP SDK's own client raises when the front door refuses it (at `initialize`, or after `calls`)."""
+    try:
+        async with (
+            create_mcp_http_client(headers=bearer(secret)) as http,
+            Client(streamable_http_client(f"{base_url}/mcp", http_client=http), mode=mode) as client,
+        ):
+            for _ in range(calls):
+                await client.list_tools()
+    except BaseException as exc:  # an ExceptionGroup around the MCPError
+        return mcp_error(exc)
+    raise AssertionError("the front door let every request through")

@@ -8,10 +8,12 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from sqlalchemy import update
 
 from server.core import sweeper
 from server.db import tables
+from server.errors import RpcCode
 from tests.core.helpers import snapshot
 from tests.security.conftest import TokenServer, bearer
 from tests.transports.conftest import call, call_error
@@ -172,8 +174,10 @@ async def test_a_revoked_token_is_refused_with_401(token_server: TokenServer) ->
             await call(client, "jct_queue_stats")
             await token_server.revoke("erin")
             if token_server.kind != "sse":  # the SDK's SSE client only logs a refused POST; checked below instead
-                with pytest.raises(Exception):  # noqa: B017, PT011 - the client surfaces the 401 as an error
+                with pytest.raises(MCPError) as refused:  # the 401's JSON-RPC body, as the client shows it
                     await client.call_tool("jct_queue_stats", {})
+                assert refused.value.error.code == RpcCode.AUTHENTICATION_REQUIRED
+                assert refused.value.error.message == "The bearer token is not valid: unknown, mistyped or revoked."
         with pytest.raises(Exception):  # noqa: B017, PT011 - nor can it connect again
             async with token_server.client(erin) as again:
                 await again.list_tools()
@@ -186,7 +190,7 @@ async def test_a_revoked_token_is_refused_with_401(token_server: TokenServer) ->
             ]
         for response in responses:
             assert response.status_code == 401
-            assert response.json()["error"] == "invalid_token"
+            assert response.json()["error"]["data"]["error"] == "invalid_token"
             assert "resource_metadata=" in response.headers["www-authenticate"]
 
 

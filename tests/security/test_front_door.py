@@ -18,6 +18,7 @@ from server.core import tokens
 from server.core.models import new_id
 from server.core.service import Core
 from server.db import tokens as token_rows
+from server.errors import RpcCode
 from tests.security.conftest import bearer
 
 pytestmark = pytest.mark.anyio
@@ -68,10 +69,23 @@ class _running:
         await self._lifespan.__aexit__(*exc)
 
 
+def refusal(response: httpx2.Response, status: int, code: RpcCode, oauth_error: str) -> dict[str, Any]:
+    """The JSON-RPC error of a front-door refusal, after checking its shape; the OAuth fields are in `data`."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"jsonrpc", "id", "error"}
+    assert body["jsonrpc"] == "2.0"
+    error = body["error"]
+    assert error["code"] == code
+    assert error["data"]["error"] == oauth_error
+    assert error["message"] == error["data"]["error_description"]
+    return dict(body)
+
+
 def assert_challenge(response: httpx2.Response, resource: str, description: str) -> None:
-    assert response.status_code == 401, response.text
-    assert response.json() == {"error": "invalid_token", "error_description": response.json()["error_description"]}
-    assert description in response.json()["error_description"]
+    body = refusal(response, 401, RpcCode.AUTHENTICATION_REQUIRED, "invalid_token")
+    assert set(body["error"]["data"]) == {"error", "error_description"}
+    assert description in body["error"]["message"]
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
     assert 'error="invalid_token"' in challenge
@@ -135,8 +149,7 @@ async def test_a_token_with_no_usable_role_is_403(serving: Any) -> None:
                 }
                 assert await token_rows.insert_token(conn, row)
             response = await http.post("/mcp", json=INITIALIZE, headers=ACCEPT | bearer(secret))
-    assert response.status_code == 403
-    assert response.json()["error"] == "insufficient_scope"
+    refusal(response, 403, RpcCode.FORBIDDEN, "insufficient_scope")
     assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
 
 
@@ -204,10 +217,9 @@ async def test_the_request_rate_is_capped_per_principal(serving: Any) -> None:
     assert limited.status_code == 429
     retry_after = int(limited.headers["retry-after"])
     assert 1 <= retry_after <= 20
-    body = limited.json()
-    assert body["error"] == "rate_limited"
-    assert body["retry_after_seconds"] == retry_after
-    assert "JCT_RATE_LIMIT_PER_MINUTE" in body["error_description"]
+    error = refusal(limited, 429, RpcCode.RATE_LIMITED, "rate_limited")["error"]
+    assert error["data"]["retry_after_seconds"] == retry_after
+    assert "JCT_RATE_LIMIT_PER_MINUTE" in error["message"]
     assert other.status_code != 429
 
 

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
+import anyio
 import pytest
 from sqlalchemy import text, update
 
+from server.config import Settings
 from server.db import tables
 from tests.tools.conftest import ClientFactory, error, ok
+from tests.world import fill, small_disk
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +157,120 @@ async def test_an_unknown_prompt_is_invalid_params(connect: ClientFactory) -> No
             await client.get_prompt("no_such_prompt")
         assert err.value.error.code == INVALID_PARAMS
         assert (await ok(client, "jct_queue_stats"))["counts"]["queued"] == 0
+
+
+# --- failures of the world: UNAVAILABLE, not INTERNAL_ERROR -------------------------------------------------
+
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/x"
+
+
+async def test_an_unreachable_database_is_unavailable_everywhere_and_logs_one_line(
+    connect: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: INTERNAL_ERROR "Nothing you sent caused this" and a traceback per call (and per resource read)."""
+    from mcp.shared.exceptions import MCPError
+
+    from server.errors import RpcCode
+
+    with anyio.fail_after(60), caplog.at_level(logging.INFO):
+        async with connect(database_url=UNREACHABLE) as client:
+            for tool, arguments in (
+                ("jct_queue_stats", {}),
+                ("jct_list_tasks", {}),
+                ("jct_get_task", {"task_id": MISSING}),
+                ("jct_enqueue_task", TASK),
+                ("jct_claim_next", {}),
+            ):
+                body = await error(client, tool, **arguments)
+                assert body["code"] == "UNAVAILABLE", body
+                assert body["retry_after_seconds"] == 5
+                assert body["message"] == "JCT cannot reach its database right now; this call was not carried out."
+                assert body["suggestion"] == "Retry in 5 seconds; nothing was recorded."
+            refusals = []
+            for read in (
+                client.read_resource("jct://queue"),
+                client.read_resource(f"jct://tasks/{MISSING}"),
+                client.get_prompt("work_next"),
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await read
+                refusals.append(refused.value.error)
+    for refusal in refusals:
+        assert refusal.code == RpcCode.UNAVAILABLE
+        assert refusal.message.startswith("JCT cannot reach its database right now")
+        assert refusal.data == {"code": "UNAVAILABLE", "retry_after_seconds": 5}
+    assert not [record for record in caplog.records if record.exc_info], "no traceback for a failure of the world"
+    lines = [record.getMessage() for record in caplog.records if "database unreachable" in record.getMessage()]
+    assert len(lines) == 1, lines
+    assert "ConnectionRefusedError" in lines[0]
+
+
+async def test_a_full_disk_is_unavailable_records_nothing_and_passes_when_there_is_room(
+    connect: ClientFactory, make_settings: Callable[..., Settings], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The trace store on a real 64 KiB tmpfs: an artifact that does not fit is ENOSPC (before: INTERNAL_ERROR)."""
+    from server.core.service import Core
+
+    with small_disk(tmp_path / "disk") as disk, anyio.fail_after(60):
+        core = Core.build(make_settings(trace_root=disk / "traces"))
+        try:
+            async with connect(core=core) as client:
+                task_id = (await ok(client, "jct_enqueue_task", **TASK))["task_id"]
+                run_id = (await ok(client, "jct_claim_task", task_id=task_id))["run_id"]
+                report = {"task_id": task_id, "title": "Log", "artifact_type": "log"}
+                full = await error(client, "jct_report_artifact", **report, content="x" * 200_000)
+                assert full["code"] == "UNAVAILABLE"
+                assert full["message"] == "JCT's disk is full; this call was not carried out."
+                assert full["suggestion"] == "Retry in 60 seconds; nothing was recorded."
+                assert full["retry_after_seconds"] == 60
+                run = await ok(client, "jct_get_run", run_id=run_id)
+                assert run["artifacts"] == []
+                assert not [p for p in (disk / "traces").rglob("*") if p.is_file()], "no file left behind"
+                fits = await ok(client, "jct_report_artifact", **report, content="ok")
+                assert (await ok(client, "jct_get_run", run_id=run_id))["artifacts"][0]["artifact_id"] == (
+                    fits["artifact_id"]
+                )
+        finally:
+            await core.db.dispose()
+    assert not [record for record in caplog.records if record.exc_info]
+
+
+async def test_a_full_sqlite_database_is_unavailable_until_there_is_room(
+    connect: ClientFactory, make_settings: Callable[..., Settings], tmp_path: Path, dialect: str
+) -> None:
+    """The SQLite file itself on a real 1 MiB tmpfs, filled up: "database or disk is full" (before: INTERNAL_ERROR)."""
+    from server.core.service import Core
+    from server.db.engine import Database
+    from server.db.migrate import upgrade
+
+    if dialect != "sqlite":
+        pytest.skip("the embedded database's own disk")
+    with small_disk(tmp_path / "disk", "1m") as disk, anyio.fail_after(120):
+        url = f"sqlite+aiosqlite:///{disk / 'jct.db'}"
+        db = Database(url)
+        await upgrade(db)
+        await db.dispose()
+        core = Core.build(make_settings(database_url=url))
+        try:
+            async with connect(core=core) as client:
+                filler = fill(disk, leave=48 * 1024)
+                enqueued = 0
+                for attempt in range(100):
+                    result = await client.call_tool(
+                        "jct_enqueue_task", {**TASK, "objective": f"Task {attempt}", "context_summary": "y" * 19_000}
+                    )
+                    if result.is_error:
+                        break
+                    enqueued += 1
+                else:
+                    raise AssertionError("the disk never filled up")
+                full = json.loads(result.content[0].text)["error"]  # type: ignore[union-attr]
+                assert full["code"] == "UNAVAILABLE", full
+                assert full["message"] == "JCT's disk is full; this call was not carried out."
+                stats = await ok(client, "jct_queue_stats")
+                assert stats["counts"]["queued"] == enqueued, "the refused task was not recorded"
+                filler.unlink()
+                await ok(client, "jct_enqueue_task", **{**TASK, "objective": "After the disk has room"})
+                assert (await ok(client, "jct_queue_stats"))["counts"]["queued"] == enqueued + 1
+        finally:
+            await core.db.dispose()
