@@ -39,13 +39,6 @@ SQLITE_PRAGMAS = (
 )
 
 
-class ShuttingDown(Exception):
-    """The server is stopping: no new transaction begins, and the running ones were cancelled."""
-
-    def __init__(self) -> None:
-        super().__init__("the server is shutting down; nothing was recorded")
-
-
 class Database:
     """Owns the engine. `write()` and `read()` are the only ways into a transaction.
 
@@ -110,6 +103,7 @@ class Database:
                 except Exception as exc:
                     if committing:
                         failures.mark_at_commit(exc)
+                    self._note_stopping(exc)
                     raise
 
     @asynccontextmanager
@@ -117,8 +111,12 @@ class Database:
         """A read-only transaction: a deferred BEGIN on SQLite, so readers never wait for writers."""
         self._check_open()
         with self._uncancellable():
-            async with self._reader.begin() as conn:
-                yield conn
+            try:
+                async with self._reader.begin() as conn:
+                    yield conn
+            except Exception as exc:
+                self._note_stopping(exc)
+                raise
 
     async def write_in_one_call(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """SQLite: a whole write transaction (BEGIN IMMEDIATE, `work`, COMMIT) as ONE call on the
@@ -136,7 +134,11 @@ class Database:
                     raw = await conn.get_raw_connection()
                     driver = raw.driver_connection
                     assert driver is not None
-                    result: T = await driver._execute(partial(self._transaction, work=work), driver._conn)
+                    try:
+                        result: T = await driver._execute(partial(self._transaction, work=work), driver._conn)
+                    except Exception as exc:
+                        self._note_stopping(exc)
+                        raise
                     return result
 
     def _transaction(self, db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -165,7 +167,11 @@ class Database:
 
     def _check_open(self) -> None:
         if self.stopping:
-            raise ShuttingDown()
+            raise failures.ShuttingDown()
+
+    def _note_stopping(self, exc: BaseException) -> None:
+        if self.stopping:
+            failures.mark_stopping(exc)
 
     async def stop(self) -> int:
         """At a shutdown's deadline: begin no more transactions, and cancel the statements running now so

@@ -24,6 +24,15 @@ from server.errors import ErrorCode, JctError
 LOG_INTERVAL = 10.0
 # Set by Database.write() on an exception raised while PostgreSQL was committing (server/db/engine.py).
 _AT_COMMIT = "_jct_at_commit"
+# Set by the Database on an exception raised once it was stopping (a shutdown cancelled the statement).
+_STOPPING = "_jct_stopping"
+
+
+class ShuttingDown(Exception):
+    """The server is stopping: no new transaction begins, and the running ones were cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down; nothing was recorded")
 
 
 class Kind(StrEnum):
@@ -32,6 +41,7 @@ class Kind(StrEnum):
     OVERLOADED = "database overloaded"
     DISK_FULL = "disk full"
     STORAGE = "storage failing"
+    STOPPING = "server shutting down"
 
 
 # How long a caller should wait before trying again, by kind.
@@ -41,6 +51,7 @@ RETRY_AFTER_SECONDS = {
     Kind.OVERLOADED: 5,
     Kind.DISK_FULL: 60,
     Kind.STORAGE: 30,
+    Kind.STOPPING: 5,
 }
 
 # What the caller is told, by kind (the driver's words stay in the log).
@@ -50,6 +61,7 @@ _TOLD = {
     Kind.OVERLOADED: "JCT's database has no connection to spare right now",
     Kind.DISK_FULL: "JCT's disk is full",
     Kind.STORAGE: "JCT's storage is failing (an I/O error)",
+    Kind.STOPPING: "This JCT server is shutting down (another replica, or this one restarted, will answer)",
 }
 
 # PostgreSQL SQLSTATEs (besides class 08, connection exceptions, which are all UNREACHABLE).
@@ -143,7 +155,15 @@ def mark_at_commit(exc: BaseException) -> None:
     setattr(exc, _AT_COMMIT, True)
 
 
+def mark_stopping(exc: BaseException) -> None:
+    """Note that `exc` was raised once the database was stopping (its statement was cancelled, or it never
+    began): the caller is told the server is shutting down, whatever the driver said."""
+    setattr(exc, _STOPPING, True)
+
+
 def _kind(exc: BaseException, *, connecting: bool) -> Kind | None:
+    if isinstance(exc, ShuttingDown) or getattr(exc, _STOPPING, False):
+        return Kind.STOPPING
     if isinstance(exc, sa.DBAPIError) and exc.connection_invalidated:
         return Kind.UNREACHABLE  # SQLAlchemy saw the connection die under a statement
     if isinstance(exc, sa.TimeoutError):
