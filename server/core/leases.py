@@ -17,6 +17,7 @@ from server.core.service import Core
 from server.db import leases, queries
 from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
+from server.vocab import RunStatus, TaskStatus
 
 NAME_YOUR_RUN = "Pass the run_id that jct_claim_task or jct_claim_next returned."
 
@@ -45,7 +46,7 @@ async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
     if run is None:
         if fence.run_id is not None:
             return JctError(ErrorCode.RUN_NOT_FOUND, f"Run {fence.run_id} does not exist.", NAME_YOUR_RUN)
-        if task["status"] == "running":
+        if task["status"] == TaskStatus.RUNNING:
             return JctError(
                 ErrorCode.NOT_CLAIMANT,
                 f"Task {fence.task_id} is claimed by another agent.",
@@ -88,7 +89,8 @@ async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
 def _lapsed(run: RowMapping) -> bool:
     """The run lost its lease: swept already, or running past its lease or after the task moved on."""
     return bool(
-        run["status"] == "expired" or (run["status"] == "running" and not (run["lease_live"] and run["active"]))
+        run["status"] == RunStatus.EXPIRED
+        or (run["status"] == RunStatus.RUNNING and not (run["lease_live"] and run["active"]))
     )
 
 

@@ -1,4 +1,4 @@
-"""The domain's vocabulary: who acts, the closed enums, and input limits."""
+"""Who acts, the ids, and the limits and parsing of what clients send (the closed enums: server/vocab.py)."""
 
 from __future__ import annotations
 
@@ -50,79 +50,6 @@ class Actor:
 
 
 SYSTEM = Actor(actor_id="jct", actor_kind="system", name="jct")
-
-
-class Operation(StrEnum):
-    CODE_CHANGE = "code_change"
-    DOCS = "docs"
-    ANALYSIS = "analysis"
-    OPS = "ops"
-
-
-class Priority(StrEnum):
-    P0 = "P0"
-    P1 = "P1"
-    P2 = "P2"
-    P3 = "P3"
-    P4 = "P4"
-
-
-class TaskStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class RunStatus(StrEnum):
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    UNDER_REVIEW = "under_review"
-    NEEDS_CHANGES = "needs_changes"
-    EXPIRED = "expired"
-    RELEASED = "released"
-    CANCELLED = "cancelled"
-
-
-class IssueStatus(StrEnum):
-    READY = "ready"
-    RUNNING = "running"
-    UNDER_REVIEW = "under_review"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class ArtifactType(StrEnum):
-    CODE_PATCH = "code_patch"
-    COMMIT = "commit"
-    DOC = "doc"
-    REPORT = "report"
-    LOG = "log"
-    TRACE = "trace"
-
-
-class EventKind(StrEnum):
-    PROGRESS = "progress"
-    MILESTONE = "milestone"
-    DECISION = "decision"
-    BLOCKER = "blocker"
-
-
-class Decision(StrEnum):
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    NEEDS_CHANGES = "needs_changes"
-
-
-class EntityKind(StrEnum):
-    TASK = "Task"
-    ISSUE = "Issue"
-    RUN = "Run"
-    ARTIFACT = "Artifact"
-    EVIDENCE_PACK = "EvidencePack"
 
 
 class Limits:

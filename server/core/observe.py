@@ -5,10 +5,11 @@ from __future__ import annotations
 import anyio
 
 from server.core import results, views
-from server.core.models import EntityKind, parse_enum, parse_id
+from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid
+from server.vocab import EntityKind
 
 RUN_EVENTS_SHOWN = 50
 RUNS_SHOWN = 20

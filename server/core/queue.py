@@ -13,23 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
 from server.core import views
-from server.core.models import (
-    Actor,
-    Limits,
-    Operation,
-    Priority,
-    TaskStatus,
-    check_text,
-    new_id,
-    parse_enum,
-    parse_id,
-)
-from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
+from server.core.audit import AuditAction, audit_row
+from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import claims, counts, listing, queries
 from server.errors import ErrorCode, JctError, invalid
+from server.vocab import EntityKind, IssueStatus, Operation, Priority, ReviewState, RunStatus, TaskStatus
 
 MIN_BUDGET, MAX_BUDGET = 30, 86_400
-LISTABLE_STATUSES = ("queued", "running", "completed", "failed", "cancelled", "all")
+LISTABLE_STATUSES = (*(status.value for status in TaskStatus), "all")
 
 
 # --- enqueue -----------------------------------------------------------------------------
@@ -80,7 +72,9 @@ async def enqueue_task(
             winner = await queries.get_task_by_idempotency_key(conn, actor.claimant, idempotency_key)
             assert winner is not None
             return _duplicate(winner, request_hash)
-    return r.Enqueued(task_id=task["id"], trace_id=task["trace_id"], status="queued", cwom_issue_id=task["issue_id"])
+    return r.Enqueued(
+        task_id=task["id"], trace_id=task["trace_id"], status=TaskStatus.QUEUED, cwom_issue_id=task["issue_id"]
+    )
 
 
 def _gate(core: Core, **fields: Any) -> dict[str, Any]:
@@ -152,7 +146,7 @@ def _bundle(
             "title": title,
             "type": req["operation"],
             "priority": req["priority"],
-            "status": "ready",
+            "status": IssueStatus.READY,
             "acceptance_criteria": req["acceptance_criteria"],
             "created_at": ts,
             "updated_at": ts,
@@ -179,7 +173,8 @@ def _bundle(
             "allowed_paths": [req["target_path"]] if req["target_path"] else [],
             "created_at": ts,
         }
-        audit.append(audit_row(actor, "issue.created", "Issue", issue_id, None, {"status": "ready"}, trace_id))
+        ready = {"status": IssueStatus.READY}
+        audit.append(audit_row(actor, AuditAction.ISSUE_CREATED, EntityKind.ISSUE, issue_id, None, ready, trace_id))
     task = {
         "id": task_id,
         "operation": req["operation"],
@@ -189,7 +184,7 @@ def _bundle(
         "target_path": req["target_path"],
         "priority": req["priority"],
         "time_budget_seconds": req["time_budget_seconds"],
-        "status": "queued",
+        "status": TaskStatus.QUEUED,
         "attempts": 0,
         "max_attempts": core.settings.max_attempts,
         "idempotency_key": key,
@@ -202,8 +197,8 @@ def _bundle(
         "requested_by": actor.actor_id,
         "queued_at": ts if not core.db.is_sqlite else now,
     }
-    after = {"status": "queued", "priority": req["priority"], "operation": req["operation"]}
-    audit.insert(0, audit_row(actor, "task.enqueued", "Task", task_id, None, after, trace_id))
+    after = {"status": TaskStatus.QUEUED, "priority": req["priority"], "operation": req["operation"]}
+    audit.insert(0, audit_row(actor, AuditAction.TASK_ENQUEUED, EntityKind.TASK, task_id, None, after, trace_id))
     return task, issue, packet, snapshot, audit
 
 
@@ -376,7 +371,12 @@ async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.
             task = await queries.cancel_task_row(
                 conn,
                 task_id,
-                {"status": "cancelled", "active_run_id": None, "completed_at": ts, "error": f"cancelled: {reason}"},
+                {
+                    "status": TaskStatus.CANCELLED,
+                    "active_run_id": None,
+                    "completed_at": ts,
+                    "error": f"cancelled: {reason}",
+                },
                 known_runs=cancelled_runs,
             )
             if task is not None or before["status"] not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
@@ -390,24 +390,27 @@ async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.
         audit = [
             audit_row(
                 actor,
-                "task.cancelled",
-                "Task",
+                AuditAction.TASK_CANCELLED,
+                EntityKind.TASK,
                 task_id,
-                {"status": "running" if cancelled_runs else "queued"},
-                {"status": "cancelled", "reason": reason},
+                {"status": TaskStatus.RUNNING if cancelled_runs else TaskStatus.QUEUED},
+                {"status": TaskStatus.CANCELLED, "reason": reason},
                 task["trace_id"],
             )
         ]
         for run_id in cancelled_runs:
-            after = {"status": "cancelled"}
-            audit.append(audit_row(actor, "run.cancelled", "Run", run_id, {"status": "running"}, after, None))
+            moved = ({"status": RunStatus.RUNNING}, {"status": RunStatus.CANCELLED})
+            audit.append(audit_row(actor, AuditAction.RUN_CANCELLED, EntityKind.RUN, run_id, *moved, None))
         if task["issue_id"] is not None:
-            await queries.update_issue(conn, task["issue_id"], {"status": "cancelled", "updated_at": ts})
+            cancelled = {"status": IssueStatus.CANCELLED}
+            await queries.update_issue(conn, task["issue_id"], {**cancelled, "updated_at": ts})
             audit.append(
-                audit_row(actor, "issue.cancelled", "Issue", task["issue_id"], None, {"status": "cancelled"}, None)
+                audit_row(actor, AuditAction.ISSUE_CANCELLED, EntityKind.ISSUE, task["issue_id"], None, cancelled, None)
             )
         await queries.insert_audit(conn, audit)
-    return r.Cancelled(task_id=task_id, task_status="cancelled", run_id=cancelled_runs[-1] if cancelled_runs else None)
+    return r.Cancelled(
+        task_id=task_id, task_status=TaskStatus.CANCELLED, run_id=cancelled_runs[-1] if cancelled_runs else None
+    )
 
 
 # --- stats -------------------------------------------------------------------------------
@@ -424,7 +427,7 @@ async def queue_stats(core: Core) -> r.QueueStats:
         await fold_counts(core)
     age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else None
     full = {status.value: tallies.get(("task", status.value), 0) for status in TaskStatus}
-    pending = tallies.get(("review", "pending"), 0)
+    pending = tallies.get(("review", ReviewState.PENDING), 0)
     return r.QueueStats(counts=full, expired_leases=expired, oldest_queued_age_seconds=age, pending_reviews=pending)
 
 

@@ -5,8 +5,33 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_serializer, model_validator
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
+
+from server.vocab import (
+    ArtifactType,
+    Decision,
+    EventKind,
+    IssueStatus,
+    Operation,
+    Priority,
+    ReviewState,
+    RunStatus,
+    TaskStatus,
+)
+
+
+def column(name: str, column_name: str) -> Any:
+    """A field read from a row whose column has another name (`task_id` from `id`): results validate rows in
+    one call (`TaskSummary.model_validate(row)`), and still serialize and build by their own field names."""
+    return Field(validation_alias=AliasChoices(name, column_name))
+
+
+def _target_of(row: Any) -> Any:
+    """A task row's target_repo/ref/path as the nested `target` the seed's shapes have."""
+    if isinstance(row, dict) and "target" not in row and "target_repo" in row:
+        return {**row, "target": {"repo": row["target_repo"], "ref": row["target_ref"], "path": row["target_path"]}}
+    return row
 
 
 class Ok(BaseModel):
@@ -28,16 +53,16 @@ class Target(BaseModel):
 
 
 class TaskSummary(BaseModel):
-    task_id: str
-    operation: str
+    task_id: str = column("task_id", "id")
+    operation: Operation
     objective: str
     target_repo: str
     target_ref: str
-    status: str
-    priority: str
+    status: TaskStatus
+    priority: Priority
     time_budget_seconds: int
     queued_at: datetime
-    cwom_issue_id: str | None
+    cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
 
 
 class TaskList(Ok):
@@ -60,7 +85,7 @@ class ConstraintSnapshot(BaseModel):
 
 
 class ReviewFeedback(BaseModel):
-    decision: str
+    decision: Decision
     reason: str
     # The reviewer's principal (actor_id). Feedback recorded before that has no reviewer_name, and there
     # `reviewer` is the name the reviewer chose.
@@ -114,9 +139,9 @@ class ClaimNext(Ok):
 class IssueView(BaseModel):
     id: str
     title: str
-    type: str
-    priority: str
-    status: str
+    type: Operation
+    priority: Priority
+    status: IssueStatus
     acceptance_criteria: list[str]
 
 
@@ -140,7 +165,7 @@ class ArtifactReported(Ok):
     task_id: str
     run_id: str
     title: str
-    type: str
+    type: ArtifactType
     uri: str
     size_bytes: int | None = None
     sha256: str | None = None
@@ -168,9 +193,9 @@ class ReviewOutcome(BaseModel):
 
 class Completion(Ok):
     task_id: str
-    task_status: str
+    task_status: TaskStatus
     run_id: str
-    run_status: str
+    run_status: RunStatus
     evidence_pack: EvidenceSummary
     review: ReviewOutcome
     duplicate: bool = Field(False, description="True when this repeats an earlier completion; nothing changed.")
@@ -179,26 +204,26 @@ class Completion(Ok):
 class Released(Ok):
     task_id: str
     run_id: str
-    task_status: str
+    task_status: TaskStatus
 
 
 class Cancelled(Ok):
     task_id: str
-    task_status: str
+    task_status: TaskStatus
     run_id: str | None = None
 
 
 class Enqueued(Ok):
     task_id: str
     trace_id: str
-    status: str
+    status: TaskStatus
     cwom_issue_id: str | None = None
     duplicate: bool = False
 
 
 class RunSummary(BaseModel):
-    run_id: str
-    status: str
+    run_id: str = column("run_id", "id")
+    status: RunStatus
     attempt: int
     executor: dict[str, str]
     started_at: datetime
@@ -207,18 +232,18 @@ class RunSummary(BaseModel):
 
 
 class TaskDetail(BaseModel):
-    task_id: str
-    operation: str
+    task_id: str = column("task_id", "id")
+    operation: Operation
     objective: str
     target: Target
-    priority: str
+    priority: Priority
     time_budget_seconds: int
-    status: str
+    status: TaskStatus
     attempts: int
     max_attempts: int
     idempotency_key: str | None
     trace_id: str
-    cwom_issue_id: str | None
+    cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
     requested_by: str
     active_run_id: str | None
     queued_at: datetime
@@ -227,6 +252,11 @@ class TaskDetail(BaseModel):
     result: dict[str, Any] | None
     error: str | None
 
+    @model_validator(mode="before")
+    @classmethod
+    def nest_target(cls, row: Any) -> Any:
+        return _target_of(row)
+
 
 class TaskView(Ok):
     task: TaskDetail
@@ -234,11 +264,11 @@ class TaskView(Ok):
 
 
 class ArtifactView(BaseModel):
-    artifact_id: str
+    artifact_id: str = column("artifact_id", "id")
     run_id: str
     task_id: str
     title: str
-    type: str
+    type: ArtifactType
     media_type: str
     uri: str
     size_bytes: int | None
@@ -248,18 +278,18 @@ class ArtifactView(BaseModel):
 
 class RunEventView(BaseModel):
     id: int
-    kind: str
+    kind: EventKind
     message: str
     progress: int | None
     created_at: datetime
 
 
 class RunDetail(BaseModel):
-    run_id: str
+    run_id: str = column("run_id", "id")
     task_id: str
-    cwom_issue_id: str | None
+    cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
     mode: str
-    status: str
+    status: RunStatus
     attempt: int
     executor: dict[str, str]
     started_at: datetime
@@ -303,7 +333,7 @@ class EvidencePackDetail(BaseModel):
     evidence_collected: list[dict[str, str]]
     evidence_missing: list[str]
     prover_id: str
-    review_state: str
+    review_state: ReviewState
     created_at: datetime
 
 
@@ -350,7 +380,7 @@ class PendingReview(BaseModel):
     evidence_pack_id: str
     run_id: str
     task_id: str
-    cwom_issue_id: str | None
+    cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
     objective: str
     verdict: str
     verdict_reason: str
@@ -367,10 +397,10 @@ class PendingReviews(Ok):
 
 class ReviewSubmitted(Ok):
     review_id: str
-    decision: str
-    issue_status: str | None = None
-    run_status: str
-    task_status: str
+    decision: Decision
+    issue_status: IssueStatus | None = None
+    run_status: RunStatus
+    task_status: TaskStatus
     context_packet_version: int | None = Field(None, description="The new briefing version, after needs_changes.")
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from sqlalchemy import ColumnElement, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import prover, results, views
-from server.core.models import Actor, Decision, Limits, check_text, new_id, parse_enum, parse_id
-from server.core.service import Core, audit_row, check_limit, decode_cursor, encode_cursor
+from server.core.audit import AuditAction, audit_row
+from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import changes, queries
 from server.errors import ErrorCode, JctError
+from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
 
@@ -38,12 +40,19 @@ def settle_completion(
     auto = (
         success and core.settings.review_auto_approve and evidence.verdict in core.settings.review_auto_approve_verdicts
     )
+    run_status: RunStatus
+    issue_status: IssueStatus
+    task_status: TaskStatus
+    review_state: ReviewState
     if not success:
-        run_status, issue_status, task_status, review_state = "failed", "failed", "failed", "not_required"
+        run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
+        review_state = ReviewState.NOT_REQUIRED
     elif auto:
-        run_status, issue_status, task_status, review_state = "done", "done", "completed", "approved"
+        run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus.COMPLETED
+        review_state = ReviewState.APPROVED
     else:
-        run_status, issue_status, task_status, review_state = "under_review", "under_review", "completed", "pending"
+        run_status, issue_status, task_status = RunStatus.UNDER_REVIEW, IssueStatus.UNDER_REVIEW, TaskStatus.COMPLETED
+        review_state = ReviewState.PENDING
 
     failure = {"error_message": error_message} if not success and error_message else None
     writes: list[changes.Write] = [
@@ -77,7 +86,7 @@ def settle_completion(
                 "telemetry": telemetry,
                 "failure": failure,
             },
-            status_in=("running",),
+            status_in=(RunStatus.RUNNING,),
         ),
         # Cancelled (or otherwise ended) while this completion waited for its row: nothing is recorded.
         changes.update_task(
@@ -89,25 +98,28 @@ def settle_completion(
                 "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
                 "error": error_message if not success else None,
             },
-            status_in=("running",),
+            status_in=(TaskStatus.RUNNING,),
         ),
     ]
     trace = task["trace_id"]
+    running = {"status": RunStatus.RUNNING}
     audit = [
         audit_row(
             actor,
-            "task.completed" if success else "task.failed",
-            "Task",
+            AuditAction.TASK_COMPLETED if success else AuditAction.TASK_FAILED,
+            EntityKind.TASK,
             task["id"],
-            {"status": "running"},
+            running,
             {"status": task_status, "run_id": run["id"]},
             trace,
         ),
-        audit_row(actor, f"run.{run_status}", "Run", run["id"], {"status": "running"}, {"status": run_status}, trace),
+        audit_row(
+            actor, AuditAction.run_moved(run_status), EntityKind.RUN, run["id"], running, {"status": run_status}, trace
+        ),
         audit_row(
             POLICY,
-            "evidence.created",
-            "EvidencePack",
+            AuditAction.EVIDENCE_CREATED,
+            EntityKind.EVIDENCE_PACK,
             pack_id,
             None,
             {"run_id": run["id"], "verdict": evidence.verdict, "review_state": review_state},
@@ -117,7 +129,15 @@ def settle_completion(
     if task["issue_id"] is not None:
         writes.append(changes.update_issue(task["issue_id"], {"status": issue_status, "updated_at": ts}))
         audit.append(
-            audit_row(actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace)
+            audit_row(
+                actor,
+                AuditAction.issue_moved(issue_status),
+                EntityKind.ISSUE,
+                task["issue_id"],
+                None,
+                {"status": issue_status},
+                trace,
+            )
         )
     review_id = None
     if auto:
@@ -128,7 +148,7 @@ def settle_completion(
                 {
                     "id": review_id,
                     "evidence_pack_id": pack_id,
-                    "decision": "approved",
+                    "decision": Decision.APPROVED,
                     "reason": reason,
                     "reviewer": POLICY.executor(),
                     "created_at": ts,
@@ -136,7 +156,15 @@ def settle_completion(
             )
         )
         audit.append(
-            audit_row(POLICY, "review.submitted", "EvidencePack", pack_id, None, {"decision": "approved"}, trace)
+            audit_row(
+                POLICY,
+                AuditAction.REVIEW_SUBMITTED,
+                EntityKind.EVIDENCE_PACK,
+                pack_id,
+                None,
+                {"decision": Decision.APPROVED},
+                trace,
+            )
         )
     writes.append(changes.insert_audit(audit))
 
@@ -162,9 +190,9 @@ def settle_completion(
 
 def outcome_of(pack: RowMapping, decision: RowMapping | None) -> results.ReviewOutcome:
     state = pack["review_state"]
-    if state == "not_required":
+    if state == ReviewState.NOT_REQUIRED:
         return results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
-    if state == "pending" or decision is None:
+    if state == ReviewState.PENDING or decision is None:
         return results.ReviewOutcome(status="awaiting_manual_review", message="Awaiting a review decision.")
     if decision["reviewer"].get("actor_id") == POLICY.actor_id:
         return results.ReviewOutcome(status="auto_approved", review_id=decision["id"])
@@ -237,8 +265,8 @@ async def submit_review(
         audit = [
             audit_row(
                 actor,
-                "review.submitted",
-                "EvidencePack",
+                AuditAction.REVIEW_SUBMITTED,
+                EntityKind.EVIDENCE_PACK,
                 pack_id,
                 None,
                 {"decision": choice.value, "reason": reason},
@@ -246,43 +274,49 @@ async def submit_review(
             )
         ]
         version = None
+        completed = {"status": TaskStatus.COMPLETED}
+        run_status: RunStatus
+        issue_status: IssueStatus
+        task_status: TaskStatus
         match choice:
             case Decision.APPROVED:
-                run_status, issue_status, task_status = "done", "done", task["status"]
+                run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task["status"])
             case Decision.REJECTED:
-                run_status, issue_status, task_status = "failed", "failed", "failed"
+                run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
                 await queries.update_task(
                     conn,
                     task["id"],
-                    {"status": "failed", "error": f"rejected in review: {reason}"},
-                    status_in=("completed",),
+                    {"status": TaskStatus.FAILED, "error": f"rejected in review: {reason}"},
+                    status_in=(TaskStatus.COMPLETED,),
                 )
-                after = {"status": "failed", "reason": reason}
+                after = {"status": TaskStatus.FAILED, "reason": reason}
                 audit.append(
-                    audit_row(actor, "task.rejected", "Task", task["id"], {"status": "completed"}, after, trace)
+                    audit_row(actor, AuditAction.TASK_REJECTED, EntityKind.TASK, task["id"], completed, after, trace)
                 )
             case Decision.NEEDS_CHANGES:
-                run_status, issue_status, task_status = "needs_changes", "ready", "queued"
+                run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.READY, TaskStatus.QUEUED
                 await queries.update_task(
                     conn,
                     task["id"],
-                    {"status": "queued", "completed_at": None, "claimed_at": None},
-                    status_in=("completed",),
+                    {"status": TaskStatus.QUEUED, "completed_at": None, "claimed_at": None},
+                    status_in=(TaskStatus.COMPLETED,),
                 )
-                after = {"status": "queued", "reason": "review asked for changes"}
+                after = {"status": TaskStatus.QUEUED, "reason": "review asked for changes"}
                 audit.append(
-                    audit_row(actor, "task.requeued", "Task", task["id"], {"status": "completed"}, after, trace)
+                    audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task["id"], completed, after, trace)
                 )
                 if task["issue_id"] is not None:
                     version = await _feedback_packet(conn, task["issue_id"], choice, reason, reviewer, run, pack, ts)
-        await queries.update_run(conn, run["id"], {"status": run_status}, status_in=("under_review",))
+            case _:
+                assert_never(choice)
+        await queries.update_run(conn, run["id"], {"status": run_status}, status_in=(RunStatus.UNDER_REVIEW,))
         audit.append(
             audit_row(
                 actor,
-                f"run.{run_status}",
-                "Run",
+                AuditAction.run_moved(run_status),
+                EntityKind.RUN,
                 run["id"],
-                {"status": "under_review"},
+                {"status": RunStatus.UNDER_REVIEW},
                 {"status": run_status},
                 trace,
             )
@@ -291,7 +325,13 @@ async def submit_review(
             await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
             audit.append(
                 audit_row(
-                    actor, f"issue.{issue_status}", "Issue", task["issue_id"], None, {"status": issue_status}, trace
+                    actor,
+                    AuditAction.issue_moved(issue_status),
+                    EntityKind.ISSUE,
+                    task["issue_id"],
+                    None,
+                    {"status": issue_status},
+                    trace,
                 )
             )
         await queries.insert_audit(conn, audit)

@@ -12,11 +12,12 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement
 
 from server.config import Settings
-from server.core.models import Actor, Limits, Priority
+from server.core.models import Limits
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
 from server.db.engine import Database, db_now, db_now_plus
 from server.errors import invalid
+from server.vocab import Priority
 
 
 @dataclass(frozen=True)
@@ -47,28 +48,6 @@ class Core:
     @property
     def separation_of_duties(self) -> bool:
         return self.settings.auth == "token"
-
-
-def audit_row(
-    actor: Actor,
-    action: str,
-    entity_kind: str,
-    entity_id: str,
-    before: dict[str, Any] | None,
-    after: dict[str, Any] | None,
-    trace_id: str | None,
-) -> dict[str, Any]:
-    """One audit row. Its `ts` is stamped at insert (server/db/queries.py); the id orders the log."""
-    return {
-        "actor_kind": actor.actor_kind,
-        "actor_id": actor.actor_id,
-        "action": action,
-        "entity_kind": entity_kind,
-        "entity_id": entity_id,
-        "before": before,
-        "after": after,
-        "trace_id": trace_id,
-    }
 
 
 def encode_cursor(*parts: str | int) -> str:

@@ -8,11 +8,13 @@ from collections.abc import Callable
 import anyio
 
 from server.core import results
+from server.core.audit import AuditAction, audit_row
 from server.core.models import SYSTEM
 from server.core.queue import fold_counts
-from server.core.service import Core, audit_row
+from server.core.service import Core
 from server.db import leases, queries
 from server.db.failures import FailureLog, world_failure
+from server.vocab import EntityKind, IssueStatus, RunStatus, TaskStatus
 
 log = logging.getLogger(__name__)
 BATCH = 100
@@ -30,30 +32,26 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
             if run is None:  # completed, released or swept by another process in the meantime
                 continue
             task = await leases.requeue_or_fail(conn, run["task_id"], run_id)
-            audit = [
-                audit_row(
-                    SYSTEM, "run.lease_expired", "Run", run_id, {"status": "running"}, {"status": "expired"}, None
-                )
-            ]
+            before, expired = {"status": RunStatus.RUNNING}, {"status": RunStatus.EXPIRED}
+            audit = [audit_row(SYSTEM, AuditAction.RUN_LEASE_EXPIRED, EntityKind.RUN, run_id, before, expired, None)]
             report.expired += 1
             if task is not None:
-                status = task["status"]
-                action = "task.requeued" if status == "queued" else "task.failed"
-                after = {"status": status, "attempts": task["attempts"], "reason": "lease expired"}
+                requeued = task["status"] == TaskStatus.QUEUED
+                action = AuditAction.TASK_REQUEUED if requeued else AuditAction.TASK_FAILED
+                after = {"status": task["status"], "attempts": task["attempts"], "reason": "lease expired"}
                 audit.append(
-                    audit_row(SYSTEM, action, "Task", run["task_id"], {"status": "running"}, after, task["trace_id"])
+                    audit_row(SYSTEM, action, EntityKind.TASK, run["task_id"], before, after, task["trace_id"])
                 )
-                if status == "queued":
+                if requeued:
                     report.requeued += 1
                 else:
                     report.failed += 1
                 if task["issue_id"] is not None:
-                    issue_status = "ready" if status == "queued" else "failed"
+                    issue_status = IssueStatus.READY if requeued else IssueStatus.FAILED
                     await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
+                    moved = AuditAction.issue_moved(issue_status)
                     issue_after = {"status": issue_status}
-                    audit.append(
-                        audit_row(SYSTEM, f"issue.{issue_status}", "Issue", task["issue_id"], None, issue_after, None)
-                    )
+                    audit.append(audit_row(SYSTEM, moved, EntityKind.ISSUE, task["issue_id"], None, issue_after, None))
             await queries.insert_audit(conn, audit)
     return report
 

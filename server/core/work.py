@@ -17,21 +17,14 @@ from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import leases, prover, results, review, views
-from server.core.models import (
-    Actor,
-    ArtifactType,
-    EventKind,
-    Limits,
-    check_text,
-    new_id,
-    parse_enum,
-    parse_id,
-)
-from server.core.service import Core, audit_row
+from server.core.audit import AuditAction, audit_row
+from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.service import Core
 from server.core.text import parse_json, storable
 from server.db import changes, queries
 from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
+from server.vocab import ArtifactType, EntityKind, EventKind, IssueStatus, RunStatus, TaskStatus
 
 TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
@@ -156,7 +149,7 @@ async def report_artifact(
             "created_at": ts,
         }
         after = {"run_id": run["id"], "type": kind.value, "title": title, "size_bytes": size}
-        audit = [audit_row(actor, "artifact.reported", "Artifact", artifact_id, None, after, None)]
+        audit = [audit_row(actor, AuditAction.ARTIFACT_REPORTED, EntityKind.ARTIFACT, artifact_id, None, after, None)]
         reported = results.ArtifactReported(
             artifact_id=artifact_id,
             task_id=task_id,
@@ -247,7 +240,7 @@ async def report_progress(
             "progress": progress,
             "lease_expires_at": run["lease_expires_at"].isoformat(),
         }
-        audit = [audit_row(actor, "run.progress", "Run", run["id"], None, after, None)]
+        audit = [audit_row(actor, AuditAction.RUN_PROGRESS, EntityKind.RUN, run["id"], None, after, None)]
         reported = results.ProgressReported(
             event_id=0, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
         )
@@ -410,36 +403,49 @@ async def release_task(
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Released]:
         run = facts.run
+        running = {"status": RunStatus.RUNNING}
         writes: list[changes.Write] = [
             changes.update_run(
                 run["id"],
-                {"status": "released", "ended_at": ts, "failure": {"released": reason}},
-                status_in=("running",),
+                {"status": RunStatus.RELEASED, "ended_at": ts, "failure": {"released": reason}},
+                status_in=(RunStatus.RUNNING,),
             ),
             # Cancelled while this release waited for the run: the whole change is undone.
             changes.update_task(
-                task_id, {"status": "queued", "active_run_id": None, "claimed_at": None}, status_in=("running",)
+                task_id,
+                {"status": TaskStatus.QUEUED, "active_run_id": None, "claimed_at": None},
+                status_in=(TaskStatus.RUNNING,),
             ),
         ]
         trace = facts.task["trace_id"]
         audit = [
             audit_row(
                 actor,
-                "task.released",
-                "Task",
+                AuditAction.TASK_RELEASED,
+                EntityKind.TASK,
                 task_id,
-                {"status": "running", "run_id": run["id"]},
-                {"status": "queued", "reason": reason},
+                {"status": TaskStatus.RUNNING, "run_id": run["id"]},
+                {"status": TaskStatus.QUEUED, "reason": reason},
                 trace,
             ),
-            audit_row(actor, "run.released", "Run", run["id"], {"status": "running"}, {"status": "released"}, None),
+            audit_row(
+                actor,
+                AuditAction.RUN_RELEASED,
+                EntityKind.RUN,
+                run["id"],
+                running,
+                {"status": RunStatus.RELEASED},
+                None,
+            ),
         ]
         if run["issue_id"] is not None:
-            writes.append(changes.update_issue(run["issue_id"], {"status": "ready", "updated_at": ts}))
-            after = {"status": "ready"}
-            audit.append(audit_row(actor, "issue.ready", "Issue", run["issue_id"], {"status": "running"}, after, None))
+            ready = {"status": IssueStatus.READY}
+            writes.append(changes.update_issue(run["issue_id"], {**ready, "updated_at": ts}))
+            audit.append(
+                audit_row(actor, AuditAction.ISSUE_READY, EntityKind.ISSUE, run["issue_id"], running, ready, None)
+            )
         writes.append(changes.insert_audit(audit))
-        return writes, results.Released(task_id=task_id, run_id=run["id"], task_status="queued")
+        return writes, results.Released(task_id=task_id, run_id=run["id"], task_status=TaskStatus.QUEUED)
 
     try:
         changed = await _fenced_change(core, fence, decide)

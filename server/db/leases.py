@@ -24,6 +24,7 @@ from sqlalchemy.sql.dml import ReturningUpdate
 from server.db import rawsqlite
 from server.db import tables as t
 from server.db.types import UTCDateTime
+from server.vocab import RunStatus, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def fence_statement(*, sqlite: bool, by_run: bool) -> ReturningUpdate[Any]:
             runs.c.id == active,  # the task's active run: a requeued or re-claimed task has another
             runs.c.task_id == task_id,
             *claimant,  # the caller's run
-            runs.c.status == "running",
+            runs.c.status == RunStatus.RUNNING,
             runs.c.lease_expires_at > now,  # a lease that ran out stays out, swept or not
         )
         .values(lease_expires_at=expires)
@@ -141,8 +142,8 @@ async def claimant_run(conn: AsyncConnection, fence: Fence, now: ColumnElement[d
 async def expire_run(conn: AsyncConnection, run_id: str, now: ColumnElement[datetime]) -> RowMapping | None:
     stmt = (
         update(t.runs)
-        .where(t.runs.c.id == run_id, t.runs.c.status == "running", t.runs.c.lease_expires_at <= now)
-        .values(status="expired", ended_at=now, failure={"reason": "lease expired"})
+        .where(t.runs.c.id == run_id, t.runs.c.status == RunStatus.RUNNING, t.runs.c.lease_expires_at <= now)
+        .values(status=RunStatus.EXPIRED, ended_at=now, failure={"reason": "lease expired"})
         .returning(t.runs.c.id, t.runs.c.task_id, t.runs.c.issue_id, t.runs.c.actor_id)
     )
     return (await conn.execute(stmt)).mappings().first()
@@ -153,10 +154,10 @@ async def requeue_or_fail(conn: AsyncConnection, task_id: str, run_id: str) -> R
     exhausted = t.tasks.c.attempts + 1 >= t.tasks.c.max_attempts
     stmt = (
         update(t.tasks)
-        .where(t.tasks.c.id == task_id, t.tasks.c.active_run_id == run_id, t.tasks.c.status == "running")
+        .where(t.tasks.c.id == task_id, t.tasks.c.active_run_id == run_id, t.tasks.c.status == TaskStatus.RUNNING)
         .values(
             attempts=t.tasks.c.attempts + 1,
-            status=case((exhausted, "failed"), else_="queued"),
+            status=case((exhausted, TaskStatus.FAILED.value), else_=TaskStatus.QUEUED.value),
             error=case((exhausted, "lease expired on the last attempt"), else_=t.tasks.c.error),
             active_run_id=None,
             claimed_at=None,

@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
+from server.vocab import ReviewState, RunStatus, TaskStatus
 
 Values = Mapping[str, Any]
 
@@ -86,7 +87,7 @@ async def cancel_task_row(
     """Cancel a queued or running task, but only if its active run (if any) is one already cancelled."""
     stmt = update(t.tasks).where(
         t.tasks.c.id == task_id,
-        t.tasks.c.status.in_(("queued", "running")),
+        t.tasks.c.status.in_((TaskStatus.QUEUED, TaskStatus.RUNNING)),
         or_(t.tasks.c.active_run_id.is_(None), t.tasks.c.active_run_id.in_(list(known_runs))),
     )
     row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()
@@ -165,7 +166,11 @@ async def runs_of_task(conn: AsyncConnection, task_id: str, limit: int) -> Seque
 
 
 async def count_running_claims(conn: AsyncConnection, actor_id: str) -> int:
-    query = select(func.count()).select_from(t.runs).where(t.runs.c.actor_id == actor_id, t.runs.c.status == "running")
+    query = (
+        select(func.count())
+        .select_from(t.runs)
+        .where(t.runs.c.actor_id == actor_id, t.runs.c.status == RunStatus.RUNNING)
+    )
     return int((await conn.execute(query)).scalar_one())
 
 
@@ -178,8 +183,8 @@ async def lock_principal(conn: AsyncConnection, actor_id: str) -> None:
 async def cancel_running_runs(conn: AsyncConnection, task_id: str, now: ColumnElement[datetime]) -> list[str]:
     stmt = (
         update(t.runs)
-        .where(t.runs.c.task_id == task_id, t.runs.c.status == "running")
-        .values(status="cancelled", ended_at=now)
+        .where(t.runs.c.task_id == task_id, t.runs.c.status == RunStatus.RUNNING)
+        .values(status=RunStatus.CANCELLED, ended_at=now)
         .returning(t.runs.c.id)
     )
     return [str(run_id) for run_id in (await conn.execute(stmt)).scalars().all()]
@@ -203,7 +208,7 @@ async def run_events(conn: AsyncConnection, run_id: str, limit: int) -> Sequence
 async def expired_running_runs(conn: AsyncConnection, now: ColumnElement[datetime], limit: int) -> Sequence[str]:
     query = (
         select(t.runs.c.id)
-        .where(t.runs.c.status == "running", t.runs.c.lease_expires_at <= now)
+        .where(t.runs.c.status == RunStatus.RUNNING, t.runs.c.lease_expires_at <= now)
         .order_by(t.runs.c.lease_expires_at)
         .limit(limit)
     )
@@ -211,7 +216,7 @@ async def expired_running_runs(conn: AsyncConnection, now: ColumnElement[datetim
 
 
 async def count_expired_leases(conn: AsyncConnection, now: ColumnElement[datetime]) -> int:
-    query = select(func.count()).where(t.runs.c.status == "running", t.runs.c.lease_expires_at <= now)
+    query = select(func.count()).where(t.runs.c.status == RunStatus.RUNNING, t.runs.c.lease_expires_at <= now)
     return int((await conn.execute(query.select_from(t.runs))).scalar_one())
 
 
@@ -240,7 +245,7 @@ async def decide_evidence_pack(conn: AsyncConnection, pack_id: str, state: str) 
     """Only a pending pack can be decided: two reviewers racing get one winner."""
     stmt = (
         update(t.evidence_packs)
-        .where(t.evidence_packs.c.id == pack_id, t.evidence_packs.c.review_state == "pending")
+        .where(t.evidence_packs.c.id == pack_id, t.evidence_packs.c.review_state == ReviewState.PENDING)
         .values(review_state=state)
     )
     return (await conn.execute(stmt)).rowcount == 1
@@ -274,7 +279,7 @@ async def pending_reviews(
         )
         .join(runs, runs.c.id == ep.c.run_id)
         .join(tasks, tasks.c.id == ep.c.task_id)
-        .where(ep.c.review_state == "pending")
+        .where(ep.c.review_state == ReviewState.PENDING)
     )
     if after is not None:
         created_at, pack_id = after
@@ -284,7 +289,9 @@ async def pending_reviews(
 
 
 async def count_pending_reviews(conn: AsyncConnection) -> int:
-    query = select(func.count()).select_from(t.evidence_packs).where(t.evidence_packs.c.review_state == "pending")
+    query = (
+        select(func.count()).select_from(t.evidence_packs).where(t.evidence_packs.c.review_state == ReviewState.PENDING)
+    )
     return int((await conn.execute(query)).scalar_one())
 
 

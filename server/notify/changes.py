@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server import uris as pages
-
-# Actions that add something resources/list shows (tasks, issues, runs, evidence packs).
-LISTED = frozenset({"task.enqueued", "issue.created", "task.claimed", "evidence.created"})
+from server.core.audit import LISTED
 
 
 @dataclass

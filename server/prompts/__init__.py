@@ -13,11 +13,12 @@ from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Com
 from pydantic import Field
 
 from server.core import queue, review, views
-from server.core.models import Operation, parse_id
+from server.core.models import parse_id
 from server.core.service import Core
 from server.db import listing, queries
 from server.errors import JctError
 from server.prompts import texts
+from server.vocab import Operation
 
 COMPLETIONS = 20
 

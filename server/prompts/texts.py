@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.core import results
-from server.core.models import Limits, Operation, Priority
+from server.core.models import Limits
 from server.markdown import artifact_uri, block, clip, fenced, headline, line, stamp, who
+from server.vocab import Operation, Priority
 
 QUEUE_SHOWN = 10
 REVIEWS_SHOWN = 10

@@ -21,11 +21,11 @@ from mcp_types import Resource as MCPResource
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core.models import Priority
 from server.core.service import Core, decode_cursor, encode_cursor
 from server.db import listing
 from server.errors import JctError
 from server.markdown import evidence_uri, headline, issue_uri, line, run_uri, task_uri, who
+from server.vocab import Priority
 
 # Tasks per page; each brings up to four resources (issue, task, newest run, evidence pack).
 PAGE_TASKS = 25

@@ -11,11 +11,12 @@ import pytest
 from mcp import Client
 
 from server.config import Settings
-from server.core.models import Priority, check_text, parse_enum, parse_id
+from server.core.models import check_text, parse_enum, parse_id
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
+from server.vocab import Priority
 from tests.core.helpers import snapshot
 from tests.security.test_fuzz import _seed
 

@@ -1,0 +1,80 @@
+"""The audit log's vocabulary, in one table: every action JCT records, and the one way a row is made.
+
+Each state change writes its row in the same transaction as the change (STYLE rule 8); the change feed
+(server/notify/changes.py) reads the same names back.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from server.core.models import Actor
+from server.vocab import EntityKind, IssueStatus, RunStatus
+
+
+class AuditAction(StrEnum):
+    TASK_ENQUEUED = "task.enqueued"
+    TASK_CLAIMED = "task.claimed"
+    TASK_COMPLETED = "task.completed"
+    TASK_FAILED = "task.failed"
+    TASK_REQUEUED = "task.requeued"
+    TASK_RELEASED = "task.released"
+    TASK_CANCELLED = "task.cancelled"
+    TASK_REJECTED = "task.rejected"
+    RUN_PROGRESS = "run.progress"
+    RUN_LEASE_EXPIRED = "run.lease_expired"
+    RUN_DONE = "run.done"
+    RUN_FAILED = "run.failed"
+    RUN_UNDER_REVIEW = "run.under_review"
+    RUN_NEEDS_CHANGES = "run.needs_changes"
+    RUN_RELEASED = "run.released"
+    RUN_CANCELLED = "run.cancelled"
+    ISSUE_CREATED = "issue.created"
+    ISSUE_READY = "issue.ready"
+    ISSUE_RUNNING = "issue.running"
+    ISSUE_UNDER_REVIEW = "issue.under_review"
+    ISSUE_DONE = "issue.done"
+    ISSUE_FAILED = "issue.failed"
+    ISSUE_CANCELLED = "issue.cancelled"
+    ARTIFACT_REPORTED = "artifact.reported"
+    EVIDENCE_CREATED = "evidence.created"
+    REVIEW_SUBMITTED = "review.submitted"
+
+    @classmethod
+    def run_moved(cls, status: RunStatus) -> AuditAction:
+        """A run's move to `status` (`run.done`, ...)."""
+        return cls(f"run.{status.value}")
+
+    @classmethod
+    def issue_moved(cls, status: IssueStatus) -> AuditAction:
+        """An issue's move to `status` (`issue.ready`, ...)."""
+        return cls(f"issue.{status.value}")
+
+
+# What adds something resources/list shows (tasks, issues, runs, evidence packs).
+LISTED = frozenset(
+    {AuditAction.TASK_ENQUEUED, AuditAction.ISSUE_CREATED, AuditAction.TASK_CLAIMED, AuditAction.EVIDENCE_CREATED}
+)
+
+
+def audit_row(
+    actor: Actor,
+    action: AuditAction,
+    entity_kind: EntityKind,
+    entity_id: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    trace_id: str | None,
+) -> dict[str, Any]:
+    """One audit row. Its `ts` is stamped at insert (server/db/queries.py); the id orders the log."""
+    return {
+        "actor_kind": actor.actor_kind,
+        "actor_id": actor.actor_id,
+        "action": action.value,
+        "entity_kind": entity_kind.value,
+        "entity_id": entity_id,
+        "before": before,
+        "after": after,
+        "trace_id": trace_id,
+    }
