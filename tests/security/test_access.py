@@ -227,3 +227,23 @@ async def test_two_agents_sharing_one_token_are_fenced_apart(token_server: Token
                 successor, "jct_complete_task", task_id=task_id, run_id=fresh["run_id"], success=True, summary="ok"
             )
             assert done["task_status"] == "completed"
+
+
+async def test_idempotency_keys_belong_to_the_principal_that_used_them(token_server: TokenServer) -> None:
+    """The same key from two principals makes two tasks (a key says nothing of another's tasks, and cannot
+    be used to probe them); each principal's resend is its own duplicate."""
+    with anyio.fail_after(LIMIT):
+        alice = await token_server.token("alice", "worker")
+        bob = await token_server.token("bob", "worker")
+        task = {"operation": "docs", "target_repo": "myorg/api", "idempotency_key": "nightly-docs"}
+        async with token_server.client(alice) as a, token_server.client(bob) as b:
+            first = await call(a, "jct_enqueue_task", objective="Alice's docs", **task)
+            other = await call(b, "jct_enqueue_task", objective="Bob's docs", **task)
+            again = await call(a, "jct_enqueue_task", objective="Alice's docs", **task)
+            conflict = await call_error(a, "jct_enqueue_task", objective="Something else", **task)
+    assert other["task_id"] != first["task_id"]
+    assert other.get("duplicate") is not True
+    assert again["task_id"] == first["task_id"]
+    assert again["duplicate"] is True
+    assert conflict["error"]["code"] == "IDEMPOTENCY_CONFLICT"
+    assert other["task_id"] not in conflict["error"]["message"]
