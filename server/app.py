@@ -31,8 +31,8 @@ from server.config import Settings
 from server.core import tokens
 from server.core.queue import queue_stats
 from server.core.service import Core
-from server.db.failures import FailureLog, world_failure
 from server.db.migrate import head_revision, upgrade
+from server.failures import FailureLog, world_failure
 from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import build_mcp
 from server.metrics import CONTENT_TYPE, Metrics

@@ -12,7 +12,7 @@ from server.core.models import SYSTEM
 from server.core.queue import fold_counts
 from server.core.service import Core, audit_row
 from server.db import leases, queries
-from server.db.failures import FailureLog, world_failure
+from server.failures import FailureLog, world_failure
 
 log = logging.getLogger(__name__)
 BATCH = 100

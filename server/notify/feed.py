@@ -16,7 +16,7 @@ import anyio
 
 from server.core.service import Core
 from server.db import feed
-from server.db.failures import FailureLog, world_failure
+from server.failures import FailureLog, world_failure
 from server.notify.changes import Changes
 
 log = logging.getLogger(__name__)
