@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import anyio
 from mcp.server import MCPServer
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import UserMessage
@@ -12,11 +11,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
 
-from server.core import queue, review, views
+from server.core import pages, queue, review
 from server.core.models import Operation, parse_id
 from server.core.service import Core
 from server.db import listing, queries
-from server.errors import JctError
+from server.errors import ErrorCode, JctError
 from server.prompts import texts
 
 COMPLETIONS = 20
@@ -36,36 +35,17 @@ def _operation(value: str | None) -> str | None:
         raise _bad(f"operation {value[:40]!r} is not one of: {choices}.") from None
 
 
-async def _pack_state(core: Core, evidence_pack_id: str) -> texts.PackState:
+async def _pack_state(core: Core, evidence_pack_id: str) -> pages.PackState:
     try:
         pack_id = parse_id(evidence_pack_id.strip(), "evidence_pack_id")
     except JctError as exc:
         raise _bad(exc.message) from None
-    async with core.db.read() as conn:
-        pack = await queries.get_evidence_pack(conn, pack_id)
-        if pack is None:
-            raise _bad(f"Evidence pack {pack_id} does not exist; omit evidence_pack_id to see the pending ones.")
-        task = await queries.get_task(conn, pack["task_id"])
-        run = await queries.get_run(conn, pack["run_id"])
-        artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
-        decision = await queries.review_decision_for_pack(conn, pack_id)
-    diffs = []
-    budget = texts.DIFF_CHARS
-    for row in artifacts:
-        if row["stored"] and row["type"] == "code_patch" and budget > 0:
-            text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, budget)
-            diffs.append(texts.Diff(artifact=views.artifact(row), text=text, total_chars=total))
-            budget -= len(text)
-    return texts.PackState(
-        pack=views.evidence_detail(pack),
-        objective=task["objective"] if task is not None else "",
-        run_summary=run["summary"] if run is not None else None,
-        executor=run["executor"] if run is not None else {},
-        artifacts=[views.artifact(a) for a in artifacts],
-        decision=decision["decision"] if decision is not None else None,
-        decision_reason=decision["reason"] if decision is not None else None,
-        diffs=diffs,
-    )
+    try:
+        return await pages.pack_state(core, pack_id, texts.DIFF_CHARS)
+    except JctError as exc:
+        if exc.code is not ErrorCode.EVIDENCE_PACK_NOT_FOUND:
+            raise
+        raise _bad(f"Evidence pack {pack_id} does not exist; omit evidence_pack_id to see the pending ones.") from None
 
 
 def register_prompts(server: MCPServer[Any], core: Core) -> None:

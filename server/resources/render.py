@@ -5,12 +5,10 @@ Every section has a character budget; whatever is cut names the tool or resource
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from collections.abc import Sequence
 
 from server.core import results
+from server.core.pages import EvidencePage, IssueBrief, Review, RunLine, RunPage, TaskPage
 from server.markdown import (
     artifact_uri,
     block,
@@ -54,76 +52,6 @@ REVIEW_REASON_CHARS = 240
 LIST_PAGE_CHARS = 9_000
 # A last line of defence for any one page.
 PAGE_CHARS = 12_000
-
-
-@dataclass(frozen=True)
-class Review:
-    """A decision on an evidence pack."""
-
-    decision: str
-    reason: str
-    reviewer: Mapping[str, Any]  # the record: who() renders it
-    at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class RunLine:
-    """A run as one line of a task or issue page: status, evidence and review."""
-
-    run_id: str
-    task_id: str
-    number: int
-    status: str
-    attempt: int
-    executor: Mapping[str, Any]
-    started_at: datetime
-    ended_at: datetime | None
-    lease_expires_at: datetime | None
-    evidence_pack_id: str | None = None
-    verdict: str | None = None
-    verdict_reason: str | None = None
-    review_state: str | None = None
-    review: Review | None = None
-
-
-@dataclass(frozen=True)
-class TaskPage:
-    task: results.TaskDetail
-    issue_title: str | None
-    runs: Sequence[RunLine]
-
-
-@dataclass(frozen=True)
-class IssueBrief:
-    issue: results.IssueView
-    tasks: Sequence[results.TaskDetail]  # newest first
-    runs: Sequence[RunLine]  # newest first
-    packet: results.ContextPacket | None
-    feedback: Sequence[results.ReviewFeedback]  # oldest first
-    constraints: results.Constraints | None
-    doctrine: Sequence[results.DoctrineRef] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RunPage:
-    run: results.RunDetail
-    number: int
-    objective: str
-    artifacts: Sequence[results.ArtifactView]
-    events: Sequence[results.RunEventView]
-    evidence: results.EvidencePackDetail | None
-    review: Review | None
-
-
-@dataclass(frozen=True)
-class EvidencePage:
-    pack: results.EvidencePackDetail
-    objective: str
-    issue_id: str | None
-    run_summary: str | None
-    executor: Mapping[str, Any]
-    artifact_titles: Mapping[str, str]
-    review: Review | None
 
 
 def _page(lines: Sequence[str], pointer: str) -> str:

@@ -15,12 +15,12 @@ from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRe
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server import uris
-from server.core import queue, review
+from server.core import pages, queue, review
 from server.core.service import Core
 from server.db import listing, queries
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
-from server.resources import gather, render
+from server.resources import render
 
 MARKDOWN = "text/markdown"
 URI_LIST = "text/uri-list"
@@ -129,7 +129,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_task(task_id: str) -> str:
-        return render.task_page(await _guard(uris.task(task_id), gather.task_page(core, task_id)))
+        return render.task_page(await _guard(uris.task(task_id), pages.task_page(core, task_id)))
 
     @server.resource(
         ISSUE,
@@ -142,7 +142,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_issue(issue_id: str) -> str:
-        return render.issue_briefing(await _guard(uris.issue(issue_id), gather.issue_brief(core, issue_id)))
+        return render.issue_briefing(await _guard(uris.issue(issue_id), pages.issue_brief(core, issue_id)))
 
     @server.resource(
         RUN,
@@ -153,7 +153,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_run(run_id: str) -> str:
-        return render.run_page(await _guard(uris.run(run_id), gather.run_page(core, run_id)))
+        return render.run_page(await _guard(uris.run(run_id), pages.run_page(core, run_id)))
 
     @server.resource(
         EVIDENCE,
@@ -165,13 +165,13 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
     )
     async def read_evidence(evidence_pack_id: str) -> str:
         uri = uris.evidence(evidence_pack_id)
-        return render.evidence_page(await _guard(uri, gather.evidence_page(core, evidence_pack_id)))
+        return render.evidence_page(await _guard(uri, pages.evidence_page(core, evidence_pack_id)))
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
     async def read_artifact(artifact_id: str) -> tuple[str, str]:
         uri = uris.artifact(artifact_id)
-        artifact, text, total = await _guard(uri, gather.artifact_content(core, artifact_id))
+        artifact, text, total = await _guard(uri, pages.artifact_content(core, artifact_id))
         if text is None:
             return render.remote_artifact(artifact), URI_LIST
         if total > len(text):
@@ -184,7 +184,7 @@ def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
         name="artifact",
         title="Artifact",
         description=(
-            f"An artifact's content with its own media type (the first {gather.ARTIFACT_CHARS:,} characters; "
+            f"An artifact's content with its own media type (the first {pages.ARTIFACT_CHARS:,} characters; "
             "jct_get_artifact pages through the rest), or text/uri-list for one stored outside JCT."
         ),
         mime_type="text/plain",
