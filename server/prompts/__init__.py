@@ -11,14 +11,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
 
-from server.core import pages, queue, review
+from server.core import catalog, pages, queue, review
 from server.core.models import Operation, parse_id
 from server.core.service import Core
-from server.db import listing, queries
+from server.db import queries
 from server.errors import ErrorCode, JctError
 from server.prompts import texts
-
-COMPLETIONS = 20
 
 
 def _bad(message: str) -> MCPError:
@@ -117,13 +115,8 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
             values = [op.value for op in Operation if op.value.startswith(argument.value.strip().lower())]
             return CompleteResult(completion=Completion(values=values))
         if isinstance(ref, PromptReference) and ref.name == "review" and argument.name == "evidence_pack_id":
-            async with core.db.read() as conn:
-                ids = await listing.complete_evidence_pack_ids(
-                    conn, argument.value[:200], COMPLETIONS + 1, pending_only=True
-                )
-            return CompleteResult(
-                completion=Completion(values=list(ids[:COMPLETIONS]), has_more=len(ids) > COMPLETIONS)
-            )
+            found = await catalog.complete_pending_pack_ids(core, argument.value)
+            return CompleteResult(completion=Completion(values=found.ids, has_more=found.has_more))
         if previous is not None:
             return await previous.handler(ctx, params)
         return CompleteResult(completion=Completion(values=[]))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from mcp.server import MCPServer
@@ -12,12 +12,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import Resource, ResourceTemplate, TextResource
 from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server import uris
-from server.core import pages, queue, review
+from server.core import catalog, pages, queue, review
+from server.core.models import EntityKind
 from server.core.service import Core
-from server.db import listing, queries
+from server.db import queries
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
 from server.resources import render
@@ -26,8 +26,6 @@ MARKDOWN = "text/markdown"
 URI_LIST = "text/uri-list"
 QUEUE_SHOWN = 50
 REVIEWS_SHOWN = 25
-COMPLETIONS = 20
-MAX_COMPLETION_INPUT = 200
 
 TASK = uris.TEMPLATES["Task"]
 ISSUE = uris.TEMPLATES["Issue"]
@@ -36,13 +34,12 @@ EVIDENCE = uris.TEMPLATES["EvidencePack"]
 ARTIFACT = uris.TEMPLATES["Artifact"]
 
 # Completion of each template's one variable: ids by prefix, or by words of the objective or title.
-Completer = Callable[[AsyncConnection, str, int], Awaitable[Sequence[str]]]
-COMPLETERS: dict[str, tuple[str, Completer]] = {
-    TASK: ("task_id", listing.complete_task_ids),
-    ISSUE: ("issue_id", listing.complete_issue_ids),
-    RUN: ("run_id", listing.complete_run_ids),
-    EVIDENCE: ("evidence_pack_id", listing.complete_evidence_pack_ids),
-    ARTIFACT: ("artifact_id", listing.complete_artifact_ids),
+COMPLETERS: dict[str, tuple[str, EntityKind]] = {
+    TASK: ("task_id", EntityKind.TASK),
+    ISSUE: ("issue_id", EntityKind.ISSUE),
+    RUN: ("run_id", EntityKind.RUN),
+    EVIDENCE: ("evidence_pack_id", EntityKind.EVIDENCE_PACK),
+    ARTIFACT: ("artifact_id", EntityKind.ARTIFACT),
 }
 
 # A malformed id is as absent as an unknown one: both are the client's resource-not-found.
@@ -205,11 +202,10 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
             if previous is not None:
                 return await previous.handler(ctx, params)
             return CompleteResult(completion=Completion(values=[]))
-        variable, completer = entry
+        variable, kind = entry
         if params.argument.name != variable:
             return CompleteResult(completion=Completion(values=[]))
-        async with core.db.read() as conn:
-            ids = await completer(conn, params.argument.value[:MAX_COMPLETION_INPUT], COMPLETIONS + 1)
-        return CompleteResult(completion=Completion(values=list(ids[:COMPLETIONS]), has_more=len(ids) > COMPLETIONS))
+        found = await catalog.complete_ids(core, kind, params.argument.value)
+        return CompleteResult(completion=Completion(values=found.ids, has_more=found.has_more))
 
     lowlevel.add_request_handler("completion/complete", CompleteRequestParams, complete)
