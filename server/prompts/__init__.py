@@ -14,7 +14,6 @@ from pydantic import Field
 from server.core import catalog, pages, queue, review
 from server.core.models import Operation, parse_id
 from server.core.service import Core
-from server.db import queries
 from server.errors import ErrorCode, JctError
 from server.prompts import texts
 
@@ -83,9 +82,8 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         if evidence_pack_id is not None and evidence_pack_id.strip():
             return [UserMessage(texts.review_pack(await _pack_state(core, evidence_pack_id)))]
         page = await review.list_pending_reviews(core, limit=texts.REVIEWS_SHOWN)
-        async with core.db.read() as conn:
-            total = await queries.count_pending_reviews(conn)
-        return [UserMessage(texts.review_pending(page, total))]
+        stats = await queue.queue_stats(core)
+        return [UserMessage(texts.review_pending(page, stats.pending_reviews))]
 
     @server.prompt(
         name="enqueue",

@@ -17,7 +17,6 @@ from server import uris
 from server.core import catalog, pages, queue, review
 from server.core.models import EntityKind
 from server.core.service import Core
-from server.db import queries
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
 from server.resources import render
@@ -112,9 +111,8 @@ def _register_fixed(server: MCPServer[Any], core: Core) -> None:
     )
     async def read_pending_reviews() -> str:
         page = await review.list_pending_reviews(core, limit=REVIEWS_SHOWN)
-        async with core.db.read() as conn:
-            total = await queries.count_pending_reviews(conn)
-        return render.pending_reviews_page(page, total)
+        stats = await queue.queue_stats(core)
+        return render.pending_reviews_page(page, stats.pending_reviews)
 
 
 def _register_templates(server: MCPServer[Any], core: Core) -> None:
