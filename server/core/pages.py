@@ -1,8 +1,8 @@
 """What each jct:// page and the review prompt show, read in one transaction per page, as plain data.
 
-The Markdown is the adapters' (server/resources/render.py, server/prompts/texts.py). Lookups that find
-nothing raise JctError (TASK_NOT_FOUND, ...), like the tools do; the resource handlers turn those into the
-MCP resource-not-found error.
+The Markdown is the adapters' (server/resources/render.py and briefing.py, server/prompts/texts.py).
+Lookups that find nothing raise JctError (TASK_NOT_FOUND, ...), like the tools do; the resource handlers
+turn those into the MCP resource-not-found error.
 """
 
 from __future__ import annotations

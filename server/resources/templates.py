@@ -19,7 +19,7 @@ from server.core.models import EntityKind
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
-from server.resources import render
+from server.resources import briefing, render
 
 MARKDOWN = "text/markdown"
 URI_LIST = "text/uri-list"
@@ -137,7 +137,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_issue(issue_id: str) -> str:
-        return render.issue_briefing(await _guard(uris.issue(issue_id), pages.issue_brief(core, issue_id)))
+        return briefing.issue_briefing(await _guard(uris.issue(issue_id), pages.issue_brief(core, issue_id)))
 
     @server.resource(
         RUN,
