@@ -239,6 +239,30 @@ async def run_page(core: Core, run_id: str) -> RunPage:
 
 
 async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
+    read = await _read_pack(core, pack_id)
+    return EvidencePage(
+        pack=views.evidence_detail(read.pack),
+        objective=read.objective,
+        issue_id=read.pack["issue_id"],
+        run_summary=read.run_summary,
+        executor=read.executor,
+        artifact_titles={a["id"]: a["title"] for a in read.artifacts},
+        review=review_of(read.decision),
+    )
+
+
+@dataclass(frozen=True)
+class _PackRead:
+    pack: RowMapping
+    objective: str
+    run_summary: str | None
+    executor: Mapping[str, Any]
+    artifacts: Sequence[RowMapping]
+    decision: RowMapping | None
+
+
+async def _read_pack(core: Core, pack_id: str) -> _PackRead:
+    """An evidence pack with its task's objective, its run, the run's artifacts and the review decision."""
     pack_id = parse_id(pack_id, "evidence_pack_id")
     async with core.db.read() as conn:
         pack = await queries.get_evidence_pack(conn, pack_id)
@@ -248,14 +272,13 @@ async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
         run = await queries.get_run(conn, pack["run_id"])
         artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
         decision = await queries.review_decision_for_pack(conn, pack_id)
-    return EvidencePage(
-        pack=views.evidence_detail(pack),
+    return _PackRead(
+        pack=pack,
         objective=task["objective"] if task is not None else "",
-        issue_id=pack["issue_id"],
         run_summary=run["summary"] if run is not None else None,
         executor=run["executor"] if run is not None else {},
-        artifact_titles={a["id"]: a["title"] for a in artifacts},
-        review=review_of(decision),
+        artifacts=artifacts,
+        decision=decision,
     )
 
 
@@ -277,28 +300,21 @@ async def artifact_content(core: Core, artifact_id: str) -> tuple[results.Artifa
 
 async def pack_state(core: Core, pack_id: str, diff_chars: int) -> PackState:
     """An evidence pack for review, with the start of its code_patch artifacts (`diff_chars` in all)."""
-    pack_id = parse_id(pack_id, "evidence_pack_id")
-    async with core.db.read() as conn:
-        pack = await queries.get_evidence_pack(conn, pack_id)
-        if pack is None:
-            raise _missing(ErrorCode.EVIDENCE_PACK_NOT_FOUND, "Evidence pack", pack_id)
-        task = await queries.get_task(conn, pack["task_id"])
-        run = await queries.get_run(conn, pack["run_id"])
-        artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
-        decision = await queries.review_decision_for_pack(conn, pack_id)
+    read = await _read_pack(core, pack_id)
     diffs = []
     budget = diff_chars
-    for row in artifacts:
+    for row in read.artifacts:
         if row["stored"] and row["type"] == "code_patch" and budget > 0:
             text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, budget)
             diffs.append(Diff(artifact=views.artifact(row), text=text, total_chars=total))
             budget -= len(text)
+    decision = read.decision
     return PackState(
-        pack=views.evidence_detail(pack),
-        objective=task["objective"] if task is not None else "",
-        run_summary=run["summary"] if run is not None else None,
-        executor=run["executor"] if run is not None else {},
-        artifacts=[views.artifact(a) for a in artifacts],
+        pack=views.evidence_detail(read.pack),
+        objective=read.objective,
+        run_summary=read.run_summary,
+        executor=read.executor,
+        artifacts=[views.artifact(a) for a in read.artifacts],
         decision=decision["decision"] if decision is not None else None,
         decision_reason=decision["reason"] if decision is not None else None,
         diffs=diffs,
