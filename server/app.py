@@ -17,7 +17,6 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from sqlalchemy import inspect, text
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -28,11 +27,10 @@ from server import sdk
 from server.auth import FrontDoor, PublicOrigin, metadata_routes
 from server.background import run_background
 from server.config import Settings
-from server.core import tokens
+from server.core import schema, tokens
 from server.core.queue import queue_stats
 from server.core.service import Core
-from server.db.failures import FailureLog, world_failure
-from server.db.migrate import head_revision, upgrade
+from server.failures import FailureLog, world_failure
 from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import build_mcp
 from server.metrics import CONTENT_TYPE, Metrics
@@ -112,7 +110,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         ),
         discarded=sessions.remove,
     )
-    head = head_revision()
+    head = schema.head_revision()
     state = Readiness()
 
     async def healthz(_: Request) -> JSONResponse:
@@ -157,7 +155,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         try:
-            await upgrade(core.db)
+            await schema.upgrade(core)
             async with anyio.create_task_group() as tg, mcp.session_manager.run():
                 await tg.start(sessions.run)
                 if tokens_on:
@@ -184,7 +182,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     ]
     # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
     # The request count is outermost, so a drain also waits for requests the front door is deciding on.
-    drain = Drain(mcp.in_flight, state, core.db)
+    drain = Drain(mcp.in_flight, state, core.db.stop)
     middleware = [Middleware(CountRequests, requests=drain.requests)]
     if tokens_on:
         middleware.append(
@@ -204,18 +202,10 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     return app
 
 
-async def _revision(core: Core) -> str | None:
-    """The schema revision, read directly (alembic's MigrationContext logs at INFO on every probe)."""
-    async with core.db.read() as conn:
-        if not await conn.run_sync(lambda sync: inspect(sync).has_table("alembic_version")):
-            return None
-        return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar_one_or_none()
-
-
 async def _not_ready(core: Core, head: str, state: Readiness) -> str | None:
     try:
         with anyio.fail_after(READY_CHECK_SECONDS):
-            revision = await _revision(core)
+            revision = await schema.revision(core)
     except Exception as exc:
         detail = str(exc).strip().splitlines()
         return f"database unreachable: {type(exc).__name__}" + (f": {detail[0]}" if detail else "")

@@ -34,8 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.core import tokens
 from server.core.service import Core
-from server.db.failures import FailureLog, as_error, world_failure
 from server.errors import RpcCode
+from server.failures import FailureLog, as_error, world_failure
 from server.identity import access_token
 
 log = logging.getLogger("jct.auth")

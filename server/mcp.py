@@ -27,8 +27,8 @@ from mcp_types import (
 )
 
 from server.core.service import Core
-from server.db.failures import FailureLog
 from server.errors import ErrorCode, JctError
+from server.failures import FailureLog
 from server.identity import Identity
 from server.metrics import Metrics
 from server.notify.hub import NotificationHub

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from server.db.engine import Database
 
 log = logging.getLogger("jct.shutdown")
 
@@ -62,16 +61,17 @@ class Readiness:
 
 
 class Drain:
-    """The app's part of a shutdown: what is in flight, and the database to stop."""
+    """The app's part of a shutdown: what is in flight, and how to stop the database (`Database.stop`: it
+    cancels the statements still running and returns how many it interrupted)."""
 
     # After both counts reach zero, look again this much later: on the SSE transport a POST is answered
     # (202) before its tool call starts.
     SETTLE = 0.2
 
-    def __init__(self, tool_calls: InFlight, state: Readiness, db: Database) -> None:
+    def __init__(self, tool_calls: InFlight, state: Readiness, stop_database: Callable[[], Awaitable[int]]) -> None:
         self._tool_calls = tool_calls
         self._state = state
-        self.db = db
+        self._stop_database = stop_database
         self.requests = InFlight()
 
     @property
@@ -96,7 +96,7 @@ class Drain:
         """Steps 2 and 3: wait for what is in flight, then stop the database and let the cancelled answer."""
         log.info("draining: waiting up to %.0fs for in-flight requests and tool calls", grace)
         left = await self.wait(grace)
-        interrupted = await self.db.stop()
+        interrupted = await self._stop_database()
         if left:
             log.warning(
                 "draining: %d request(s) still running after %.0fs; cancelled %d database statement(s)",

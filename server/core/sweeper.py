@@ -13,7 +13,7 @@ from server.core.models import SYSTEM
 from server.core.queue import fold_counts
 from server.core.service import Core
 from server.db import leases, queries
-from server.db.failures import FailureLog, world_failure
+from server.failures import FailureLog, world_failure
 from server.vocab import EntityKind, IssueStatus, RunStatus, TaskStatus
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 from sqlalchemy.util import await_
 
-from server.db import failures
+from server import failures
 from server.db.types import UTCDateTime
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
 from server.db.engine import Database
@@ -50,6 +50,15 @@ async def upgrade(db: Database) -> None:
 async def current_revision(db: Database) -> str | None:
     async with db.read() as conn:
         return await conn.run_sync(_current)
+
+
+async def stored_revision(db: Database) -> str | None:
+    """The revision in alembic_version, read with one plain query: alembic's MigrationContext logs at INFO
+    every time it is asked, and the readiness probe asks every few seconds."""
+    async with db.read() as conn:
+        if not await conn.run_sync(lambda sync: inspect(sync).has_table("alembic_version")):
+            return None
+        return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar_one_or_none()
 
 
 async def is_migrated(db: Database) -> bool:

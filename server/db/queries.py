@@ -288,13 +288,6 @@ async def pending_reviews(
     return (await conn.execute(query)).mappings().all()
 
 
-async def count_pending_reviews(conn: AsyncConnection) -> int:
-    query = (
-        select(func.count()).select_from(t.evidence_packs).where(t.evidence_packs.c.review_state == ReviewState.PENDING)
-    )
-    return int((await conn.execute(query)).scalar_one())
-
-
 # --- audit -------------------------------------------------------------------------------
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from server import uris as pages
 from server.core.audit import LISTED
+from server.core.feed import AuditChange
 
 
 @dataclass
@@ -17,12 +16,11 @@ class Changes:
     uris: set[str] = field(default_factory=set)
     list_changed: bool = False
 
-    def add(self, row: Mapping[Any, Any]) -> None:
-        action, kind = str(row["action"]), str(row["entity_kind"])
+    def add(self, row: AuditChange) -> None:
+        action, kind = row.action, row.entity_kind
         if kind in pages.TEMPLATES:
-            self.uris.add(pages.of(kind, str(row["entity_id"])))
-        after = row["after"] or {}
-        run_id = after.get("run_id") if isinstance(after, Mapping) else None
+            self.uris.add(pages.of(kind, row.entity_id))
+        run_id = row.after.get("run_id") if row.after is not None else None
         if run_id:
             # Artifacts, evidence and task transitions all show on their run's page.
             self.uris.add(pages.run(str(run_id)))

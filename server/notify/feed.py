@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+from server.core import feed
 from server.core.service import Core
-from server.db import feed
-from server.db.failures import FailureLog, world_failure
+from server.failures import FailureLog, world_failure
 from server.notify.changes import Changes
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,7 @@ class ChangeFeed:
 
     async def start_position(self) -> None:
         """Begin at the newest row: subscribers hear about changes from now on."""
-        async with self._core.db.read() as conn:
-            self._cursor = await feed.latest_audit_id(conn)
+        self._cursor = await feed.latest_audit_id(self._core)
 
     async def poll(self) -> Changes:
         """Read what is new since the last poll and deliver it. Returns what was delivered."""
@@ -47,11 +46,10 @@ class ChangeFeed:
         assert self._cursor is not None
         now = time.monotonic()
         self._holes = {hole: seen for hole, seen in self._holes.items() if now - seen < HOLE_PATIENCE}
-        async with self._core.db.read() as conn:
-            rows = await feed.audit_after(conn, self._cursor, self._holes.keys(), BATCH)
+        rows = await feed.audit_after(self._core, self._cursor, self._holes.keys(), BATCH)
         changes = Changes()
         for row in rows:
-            row_id = int(row["id"])
+            row_id = row.id
             if row_id > self._cursor:
                 self._holes.update({missing: now for missing in range(self._cursor + 1, row_id)})
                 self._cursor = row_id

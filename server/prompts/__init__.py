@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import anyio
 from mcp.server import MCPServer
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import UserMessage
@@ -12,15 +11,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
 
-from server.core import queue, review, views
+from server.core import catalog, pages, queue, review
 from server.core.models import parse_id
 from server.core.service import Core
-from server.db import listing, queries
-from server.errors import JctError
+from server.errors import ErrorCode, JctError
 from server.prompts import texts
 from server.vocab import Operation
-
-COMPLETIONS = 20
 
 
 def _bad(message: str) -> MCPError:
@@ -37,36 +33,17 @@ def _operation(value: str | None) -> str | None:
         raise _bad(f"operation {value[:40]!r} is not one of: {choices}.") from None
 
 
-async def _pack_state(core: Core, evidence_pack_id: str) -> texts.PackState:
+async def _pack_state(core: Core, evidence_pack_id: str) -> pages.PackState:
     try:
         pack_id = parse_id(evidence_pack_id.strip(), "evidence_pack_id")
     except JctError as exc:
         raise _bad(exc.message) from None
-    async with core.db.read() as conn:
-        pack = await queries.get_evidence_pack(conn, pack_id)
-        if pack is None:
-            raise _bad(f"Evidence pack {pack_id} does not exist; omit evidence_pack_id to see the pending ones.")
-        task = await queries.get_task(conn, pack["task_id"])
-        run = await queries.get_run(conn, pack["run_id"])
-        artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
-        decision = await queries.review_decision_for_pack(conn, pack_id)
-    diffs = []
-    budget = texts.DIFF_CHARS
-    for row in artifacts:
-        if row["stored"] and row["type"] == "code_patch" and budget > 0:
-            text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, budget)
-            diffs.append(texts.Diff(artifact=views.artifact(row), text=text, total_chars=total))
-            budget -= len(text)
-    return texts.PackState(
-        pack=views.evidence_detail(pack),
-        objective=task["objective"] if task is not None else "",
-        run_summary=run["summary"] if run is not None else None,
-        executor=run["executor"] if run is not None else {},
-        artifacts=[views.artifact(a) for a in artifacts],
-        decision=decision["decision"] if decision is not None else None,
-        decision_reason=decision["reason"] if decision is not None else None,
-        diffs=diffs,
-    )
+    try:
+        return await pages.pack_state(core, pack_id, texts.DIFF_CHARS)
+    except JctError as exc:
+        if exc.code is not ErrorCode.EVIDENCE_PACK_NOT_FOUND:
+            raise
+        raise _bad(f"Evidence pack {pack_id} does not exist; omit evidence_pack_id to see the pending ones.") from None
 
 
 def register_prompts(server: MCPServer[Any], core: Core) -> None:
@@ -106,9 +83,8 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         if evidence_pack_id is not None and evidence_pack_id.strip():
             return [UserMessage(texts.review_pack(await _pack_state(core, evidence_pack_id)))]
         page = await review.list_pending_reviews(core, limit=texts.REVIEWS_SHOWN)
-        async with core.db.read() as conn:
-            total = await queries.count_pending_reviews(conn)
-        return [UserMessage(texts.review_pending(page, total))]
+        stats = await queue.queue_stats(core)
+        return [UserMessage(texts.review_pending(page, stats.pending_reviews))]
 
     @server.prompt(
         name="enqueue",
@@ -138,13 +114,8 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
             values = [op.value for op in Operation if op.value.startswith(argument.value.strip().lower())]
             return CompleteResult(completion=Completion(values=values))
         if isinstance(ref, PromptReference) and ref.name == "review" and argument.name == "evidence_pack_id":
-            async with core.db.read() as conn:
-                ids = await listing.complete_evidence_pack_ids(
-                    conn, argument.value[:200], COMPLETIONS + 1, pending_only=True
-                )
-            return CompleteResult(
-                completion=Completion(values=list(ids[:COMPLETIONS]), has_more=len(ids) > COMPLETIONS)
-            )
+            found = await catalog.complete_pending_pack_ids(core, argument.value)
+            return CompleteResult(completion=Completion(values=found.ids, has_more=found.has_more))
         if previous is not None:
             return await previous.handler(ctx, params)
         return CompleteResult(completion=Completion(values=[]))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
 from server.core import results
 from server.core.models import Limits
+from server.core.pages import PackState
 from server.markdown import artifact_uri, block, clip, fenced, headline, line, stamp, who
 from server.vocab import Operation, Priority
 
@@ -114,29 +113,6 @@ def review_pending(page: results.PendingReviews, total: int) -> str:
     if page.next_cursor is not None:
         lines.append("…and more: jct_list_pending_reviews pages through the rest.")
     return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class Diff:
-    """The start of a stored code_patch artifact."""
-
-    artifact: results.ArtifactView
-    text: str
-    total_chars: int
-
-
-@dataclass(frozen=True)
-class PackState:
-    """One evidence pack with what a reviewer reads next to it."""
-
-    pack: results.EvidencePackDetail
-    objective: str
-    run_summary: str | None
-    executor: Mapping[str, Any]
-    artifacts: Sequence[results.ArtifactView]
-    decision: str | None
-    decision_reason: str | None
-    diffs: Sequence[Diff] = ()
 
 
 def review_pack(state: PackState) -> str:

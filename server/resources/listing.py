@@ -9,7 +9,6 @@ cursor is opaque: (walk, position of the last task shown).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,11 +17,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams
 from mcp_types import Resource as MCPResource
-from sqlalchemy import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server.core.catalog import RECENT, RUNNING, Listed, Position, listed_tasks
 from server.core.service import Core, decode_cursor, encode_cursor
-from server.db import listing
 from server.errors import JctError
 from server.markdown import evidence_uri, headline, issue_uri, line, run_uri, task_uri, who
 from server.vocab import Priority
@@ -31,16 +28,6 @@ from server.vocab import Priority
 PAGE_TASKS = 25
 MARKDOWN = "text/markdown"
 NAME_CHARS = 80
-RUNNING, RECENT = "running", "recent"
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where a page starts: in the running walk after `running_after`, or the recent walk after `recent_after`."""
-
-    walk: str
-    running_after: tuple[str, datetime, str] | None = None
-    recent_after: tuple[datetime, str] | None = None
 
 
 def _encode(position: Position | None) -> str | None:
@@ -76,76 +63,51 @@ def _decode(cursor: str | None) -> Position:
         ) from None
 
 
-async def _walk(conn: AsyncConnection, position: Position, limit: int) -> tuple[list[RowMapping], Position | None]:
-    """Up to `limit` tasks from `position`, and where the next page starts (None: this was the last)."""
-    page: list[RowMapping] = []
-    recent_after = position.recent_after
-    if position.walk == RUNNING:
-        rows = await listing.running_tasks(conn, position.running_after, limit + 1)
-        if len(rows) > limit:
-            last = rows[limit - 1]
-            following = Position(RUNNING, running_after=(last["priority"], last["queued_at"], last["id"]))
-            return list(rows[:limit]), following
-        page, recent_after = list(rows), None
-    room = limit - len(page)
-    rows = await listing.recent_tasks(conn, recent_after, room + 1)
-    page += rows[:room]
-    if len(rows) <= room:
-        return page, None
-    if room == 0:  # the running walk filled this page exactly; the recent walk starts the next
-        return page, Position(RECENT)
-    last = rows[room - 1]
-    return page, Position(RECENT, recent_after=(last["queued_at"], last["id"]))
-
-
 def _resource(uri: str, name: str, description: str) -> MCPResource:
     return MCPResource(uri=uri, name=name, title=name, description=description, mime_type=MARKDOWN)
 
 
-def entries(task: RowMapping, issue: RowMapping | None, run: RowMapping | None) -> list[MCPResource]:
+def entries(listed: Listed) -> list[MCPResource]:
     """One task's listed resources: its issue briefing, the task, its newest run and that run's evidence."""
-    objective = headline(task["objective"], NAME_CHARS)
-    repo = line(task["target_repo"], NAME_CHARS)
-    where = f"{task['priority']} · {task['operation']} · {repo}"
+    task, issue, run = listed.task, listed.issue, listed.run
+    objective = headline(task.objective, NAME_CHARS)
+    repo = line(task.target_repo, NAME_CHARS)
+    where = f"{task.priority} · {task.operation} · {repo}"
     found: list[MCPResource] = []
     if issue is not None:
         found.append(
             _resource(
-                issue_uri(issue["id"]),
-                f"Issue: {headline(issue['title'], NAME_CHARS)}",
-                f"Briefing (objective, criteria, context, review feedback) · {issue['status']} · {where}",
+                issue_uri(issue.id),
+                f"Issue: {headline(issue.title, NAME_CHARS)}",
+                f"Briefing (objective, criteria, context, review feedback) · {issue.status} · {where}",
             )
         )
-    found.append(_resource(task_uri(task["id"]), f"Task: {objective}", f"{task['status']} · {where}"))
+    found.append(_resource(task_uri(task.task_id), f"Task: {objective}", f"{task.status} · {where}"))
     if run is not None:
-        verdict = f" · verdict {run['verdict']}" if run["verdict"] is not None else ""
+        verdict = f" · verdict {run.verdict}" if run.verdict is not None else ""
         found.append(
             _resource(
-                run_uri(run["id"]),
-                f"Run {run['number']}: {objective}",
-                f"{run['status']} · by {who(run['executor'])}{verdict} · {repo}",
+                run_uri(run.run_id),
+                f"Run {run.number}: {objective}",
+                f"{run.status} · by {who(run.executor)}{verdict} · {repo}",
             )
         )
-        if run["evidence_pack_id"] is not None:
+        if run.evidence_pack_id is not None:
             found.append(
                 _resource(
-                    evidence_uri(run["evidence_pack_id"]),
+                    evidence_uri(run.evidence_pack_id),
                     f"Evidence: {objective}",
-                    f"verdict {run['verdict']} · review {run['review_state']} · run {run['number']} · {repo}",
+                    f"verdict {run.verdict} · review {run.review_state} · run {run.number} · {repo}",
                 )
             )
     return found
 
 
 async def list_page(core: Core, fixed: list[MCPResource], cursor: str | None, page_tasks: int) -> ListResourcesResult:
-    position = _decode(cursor)
-    async with core.db.read() as conn:
-        tasks, following = await _walk(conn, position, page_tasks)
-        issues = await listing.issues_by_id(conn, [task["issue_id"] for task in tasks if task["issue_id"]])
-        runs = await listing.latest_runs(conn, [task["id"] for task in tasks])
+    tasks, following = await listed_tasks(core, _decode(cursor), page_tasks)
     resources = list(fixed) if cursor is None else []
-    for task in tasks:
-        resources += entries(task, issues.get(task["issue_id"]), runs.get(task["id"]))
+    for listed in tasks:
+        resources += entries(listed)
     return ListResourcesResult(resources=resources, next_cursor=_encode(following))
 
 

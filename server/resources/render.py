@@ -5,12 +5,10 @@ Every section has a character budget; whatever is cut names the tool or resource
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from collections.abc import Sequence
 
 from server.core import results
+from server.core.pages import EvidencePage, Review, RunLine, RunPage, TaskPage
 from server.markdown import (
     artifact_uri,
     block,
@@ -24,26 +22,14 @@ from server.markdown import (
     headline,
     issue_uri,
     line,
-    plain,
     run_uri,
     stamp,
     task_uri,
     who,
 )
 
-# Section budgets of the issue briefing, in characters: a typical briefing stays well under 8,000.
+# Section budgets, in characters.
 OBJECTIVE_CHARS = 1_500
-CRITERIA_CHARS = 1_500
-CRITERION_CHARS = 400
-SUMMARY_CHARS = 1_200
-LIST_CHARS = 600
-DATA_CHARS = 300
-DOCTRINE_CHARS = 800
-DOCTRINE_BODY_CHARS = 400
-FEEDBACK_CHARS = 1_500
-FEEDBACK_REASON_CHARS = 500
-TASKS_CHARS = 900
-# Other pages.
 TEXT_CHARS = 1_500
 EVENTS_CHARS = 2_500
 EVENT_CHARS = 240
@@ -56,77 +42,8 @@ LIST_PAGE_CHARS = 9_000
 PAGE_CHARS = 12_000
 
 
-@dataclass(frozen=True)
-class Review:
-    """A decision on an evidence pack."""
-
-    decision: str
-    reason: str
-    reviewer: Mapping[str, Any]  # the record: who() renders it
-    at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class RunLine:
-    """A run as one line of a task or issue page: status, evidence and review."""
-
-    run_id: str
-    task_id: str
-    number: int
-    status: str
-    attempt: int
-    executor: Mapping[str, Any]
-    started_at: datetime
-    ended_at: datetime | None
-    lease_expires_at: datetime | None
-    evidence_pack_id: str | None = None
-    verdict: str | None = None
-    verdict_reason: str | None = None
-    review_state: str | None = None
-    review: Review | None = None
-
-
-@dataclass(frozen=True)
-class TaskPage:
-    task: results.TaskDetail
-    issue_title: str | None
-    runs: Sequence[RunLine]
-
-
-@dataclass(frozen=True)
-class IssueBrief:
-    issue: results.IssueView
-    tasks: Sequence[results.TaskDetail]  # newest first
-    runs: Sequence[RunLine]  # newest first
-    packet: results.ContextPacket | None
-    feedback: Sequence[results.ReviewFeedback]  # oldest first
-    constraints: results.Constraints | None
-    doctrine: Sequence[results.DoctrineRef] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RunPage:
-    run: results.RunDetail
-    number: int
-    objective: str
-    artifacts: Sequence[results.ArtifactView]
-    events: Sequence[results.RunEventView]
-    evidence: results.EvidencePackDetail | None
-    review: Review | None
-
-
-@dataclass(frozen=True)
-class EvidencePage:
-    pack: results.EvidencePackDetail
-    objective: str
-    issue_id: str | None
-    run_summary: str | None
-    executor: Mapping[str, Any]
-    artifact_titles: Mapping[str, str]
-    review: Review | None
-
-
-def _page(lines: Sequence[str], pointer: str) -> str:
+def page_text(lines: Sequence[str], pointer: str) -> str:
+    """A whole page, cut at PAGE_CHARS with `pointer` to the rest."""
     return clip("\n".join(lines), PAGE_CHARS, pointer) + "\n"
 
 
@@ -160,7 +77,7 @@ def queue_page(stats: results.QueueStats, page: results.TaskList) -> str:
         "Take the top task with jct_claim_next (or a given one with jct_claim_task(task_id)). Each task page "
         "links its briefing (jct://issues/<issue_id>): objective, acceptance criteria, context, review feedback.",
     ]
-    return _page(lines, "call jct_list_tasks")
+    return page_text(lines, "call jct_list_tasks")
 
 
 def pending_reviews_page(page: results.PendingReviews, total: int) -> str:
@@ -188,18 +105,18 @@ def pending_reviews_page(page: results.PendingReviews, total: int) -> str:
         'jct_submit_review(evidence_pack_id, decision="approved" | "needs_changes" | "rejected", reason). '
         "needs_changes requeues the task with your reason in its briefing: say exactly what to change.",
     ]
-    return _page(lines, "call jct_list_pending_reviews")
+    return page_text(lines, "call jct_list_pending_reviews")
 
 
 # --- tasks --------------------------------------------------------------------------------
 
 
-def _target(target: results.Target) -> str:
+def target_text(target: results.Target) -> str:
     where = code(f"{target.repo}@{target.ref}")
     return f"{where} path {code(target.path)}" if target.path else where
 
 
-def _run_line(run: RunLine) -> str:
+def run_entry(run: RunLine) -> str:
     parts = [f"run {run.number} **{run.status}**", f"by {who(run.executor)}", f"started {stamp(run.started_at)}"]
     if run.status == "running" and run.lease_expires_at is not None:
         parts.append(f"lease until {stamp(run.lease_expires_at)}")
@@ -218,7 +135,7 @@ def _run_line(run: RunLine) -> str:
     return f"- {' · '.join(parts)} — {links}"
 
 
-def _task_next(task: results.TaskDetail, runs: Sequence[RunLine], *, in_briefing: bool = False) -> str:
+def task_next(task: results.TaskDetail, runs: Sequence[RunLine], *, in_briefing: bool = False) -> str:
     latest = runs[0] if runs else None
     match task.status:
         case "queued":
@@ -246,7 +163,7 @@ def task_page(page: TaskPage) -> str:
     lines = [
         f"# Task: {headline(task.objective)}",
         "",
-        f"**{task.status}** · {task.priority} · {task.operation} · {_target(task.target)} · "
+        f"**{task.status}** · {task.priority} · {task.operation} · {target_text(task.target)} · "
         f"attempts {task.attempts}/{task.max_attempts} · budget {duration(task.time_budget_seconds)}",
     ]
     if task.cwom_issue_id is not None:
@@ -270,143 +187,9 @@ def task_page(page: TaskPage) -> str:
         if task.error:
             lines += ["", "Error:", *block(task.error, TEXT_CHARS, "call jct_get_task")]
     lines += ["", "## Runs, newest first"]
-    lines += [_run_line(run) for run in page.runs] or ["None yet."]
-    lines += ["", "## Next", _task_next(task, page.runs)]
-    return _page(lines, f'call jct_get_task(task_id="{task.task_id}")')
-
-
-# --- the issue briefing --------------------------------------------------------------------
-
-
-def _criteria(criteria: Sequence[str], pointer: str) -> list[str]:
-    if not criteria:
-        return ["None were given: agree what done means from the objective, and say what you checked."]
-    numbered = [f"{i}. {line(c, CRITERION_CHARS, pointer)}" for i, c in enumerate(criteria)]
-    return fit(numbered, CRITERIA_CHARS, pointer)
-
-
-def _context(packet: results.ContextPacket | None, pointer: str) -> list[str]:
-    if packet is None:
-        return ["No context packet."]
-    lines = (
-        block(packet.summary, SUMMARY_CHARS, pointer) if plain(packet.summary).strip() else ["No summary was given."]
-    )
-    if packet.prior_art:
-        lines += ["", "Prior art:", *fit(bullets(packet.prior_art), LIST_CHARS, pointer)]
-    if packet.files_of_interest:
-        lines += ["", "Files of interest:", *fit(bullets(packet.files_of_interest), LIST_CHARS, pointer)]
-    if packet.data:
-        lines += ["", "Data: " + compact_json(packet.data, DATA_CHARS, pointer)]
-    return lines
-
-
-def _constraints(constraints: results.Constraints | None, task: results.TaskDetail | None) -> list[str]:
-    lines = []
-    if task is not None:
-        lines.append(f"- Target: {_target(task.target)} ({task.operation})")
-    if constraints is not None:
-        lines += [
-            f"- Time budget: {duration(constraints.time_budget_seconds)}",
-            f"- Network: {'allowed' if constraints.allow_network else 'not allowed'}; "
-            f"secrets: {'allowed' if constraints.allow_secrets else 'not allowed'}",
-        ]
-        if constraints.allowed_paths:
-            lines.append("- Change only: " + ", ".join(code(p) for p in constraints.allowed_paths[:20]))
-    return lines or ["None recorded."]
-
-
-def _doctrine(doctrine: Sequence[results.DoctrineRef], pointer: str) -> list[str]:
-    entries = [
-        f"- **{line(d.namespace, 60)}/{line(d.name, 60)}**: {line(d.body, DOCTRINE_BODY_CHARS)}" for d in doctrine
-    ]
-    return fit(entries, DOCTRINE_CHARS, pointer)
-
-
-def _reviewer(feedback: results.ReviewFeedback, runs: Sequence[RunLine]) -> str:
-    if feedback.reviewer_name is not None:
-        return who({"actor_id": feedback.reviewer, "name": feedback.reviewer_name})
-    # Recorded before the principal was: `reviewer` is the name the reviewer chose, and the principal is
-    # on the review decision of the run, when that run is among those shown.
-    decided = next((run.review for run in runs if run.run_id == feedback.run_id and run.review), None)
-    return who({"actor_id": decided.reviewer.get("actor_id") if decided else "", "name": feedback.reviewer})
-
-
-def _feedback(feedback: Sequence[results.ReviewFeedback], runs: Sequence[RunLine], pointer: str) -> list[str]:
-    entries = [
-        f"{n}. **{f.decision}** by {_reviewer(f, runs)}, {stamp(f.at)}, on {run_uri(f.run_id)} "
-        f"(verdict {f.verdict}):\n"
-        + "\n".join(f"   {q}".rstrip() for q in block(f.reason, FEEDBACK_REASON_CHARS, pointer))
-        for n, f in enumerate(feedback, 1)
-    ]
-    # The newest feedback matters most: when the budget runs out, the oldest rounds go first.
-    return fit(entries, FEEDBACK_CHARS, pointer, keep="last")
-
-
-def _issue_next(brief: IssueBrief) -> str:
-    if not brief.tasks:
-        return "No task carries this issue; enqueue one with jct_enqueue_task."
-    task = brief.tasks[0]
-    runs = [run for run in brief.runs if run.task_id == task.task_id]
-    return _task_next(task, runs, in_briefing=True) + (
-        " Work loop: claim → do the work → jct_report_artifact (a diff as code_patch, test output as log) → "
-        "jct_complete_task with criteria_results citing artifact ids."
-        if task.status == "queued"
-        else ""
-    )
-
-
-def issue_briefing(brief: IssueBrief) -> str:
-    issue = brief.issue
-    latest = brief.tasks[0] if brief.tasks else None
-    pointer = (
-        f'call jct_get_context(task_id="{latest.task_id}")' if latest is not None else "call jct_get_context(task_id)"
-    )
-    objective = latest.objective if latest is not None else issue.title
-    criteria = brief.packet.acceptance_criteria if brief.packet is not None else issue.acceptance_criteria
-    version = f" (briefing v{brief.packet.version})" if brief.packet is not None else ""
-    lines = [
-        f"# Issue: {headline(issue.title)}",
-        "",
-        f"**{issue.status}** · {issue.priority} · {issue.type} · issue `{issue.id}`"
-        + (f" · task {task_uri(latest.task_id)}" if latest is not None else ""),
-        "",
-        "## Objective",
-        *block(objective, OBJECTIVE_CHARS, pointer),
-        "",
-        f"## Acceptance criteria ({len(criteria)}; cite them by index in jct_complete_task criteria_results)",
-        *_criteria(criteria, pointer),
-        "",
-        f"## Context{version}",
-        *_context(brief.packet, pointer),
-        "",
-        "## Constraints",
-        *_constraints(brief.constraints, latest),
-    ]
-    if brief.doctrine:
-        lines += ["", "## Doctrine (standing guidance: follow it)", *_doctrine(brief.doctrine, pointer)]
-    if brief.feedback:
-        lines += [
-            "",
-            f"## Review feedback ({len(brief.feedback)} round{'s' if len(brief.feedback) != 1 else ''}, "
-            "oldest first: address every point)",
-            *_feedback(brief.feedback, brief.runs, pointer),
-        ]
-    task_lines: list[str] = []
-    for task in brief.tasks:
-        task_lines.append(
-            f"- **{task.status}** {task.priority} · attempts {task.attempts}/{task.max_attempts} · "
-            f"{headline(task.objective, 80)} — {task_uri(task.task_id)}"
-        )
-        task_lines += [f"  {_run_line(run)}" for run in brief.runs if run.task_id == task.task_id]
-    lines += [
-        "",
-        "## Tasks and runs",
-        *(fit(task_lines, TASKS_CHARS, "read the task pages") if task_lines else ["No task yet."]),
-        "",
-        "## Next",
-        _issue_next(brief),
-    ]
-    return _page(lines, pointer)
+    lines += [run_entry(run) for run in page.runs] or ["None yet."]
+    lines += ["", "## Next", task_next(task, page.runs)]
+    return page_text(lines, f'call jct_get_task(task_id="{task.task_id}")')
 
 
 # --- runs, evidence, artifacts -------------------------------------------------------------
@@ -484,7 +267,7 @@ def run_page(page: RunPage) -> str:
         lines += ["", "## Outputs", compact_json(run.outputs, TEXT_CHARS // 2, pointer)]
     if run.telemetry:
         lines += ["", "## Telemetry", compact_json(run.telemetry, 400, pointer)]
-    return _page(lines, pointer)
+    return page_text(lines, pointer)
 
 
 def evidence_page(page: EvidencePage) -> str:
@@ -531,7 +314,7 @@ def evidence_page(page: EvidencePage) -> str:
             "Read the cited artifacts (the diff first), check each criterion yourself, then "
             f'jct_submit_review(evidence_pack_id="{pack.id}", decision, reason).',
         ]
-    return _page(lines, pointer)
+    return page_text(lines, pointer)
 
 
 def artifact_cut_note(artifact_id: str, shown: int, total: int) -> str:

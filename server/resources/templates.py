@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from mcp.server import MCPServer
@@ -12,22 +12,19 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import Resource, ResourceTemplate, TextResource
 from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server import uris
-from server.core import queue, review
+from server.core import catalog, pages, queue, review
 from server.core.service import Core
-from server.db import listing, queries
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
-from server.resources import gather, render
+from server.resources import briefing, render
+from server.vocab import EntityKind
 
 MARKDOWN = "text/markdown"
 URI_LIST = "text/uri-list"
 QUEUE_SHOWN = 50
 REVIEWS_SHOWN = 25
-COMPLETIONS = 20
-MAX_COMPLETION_INPUT = 200
 
 TASK = uris.TEMPLATES["Task"]
 ISSUE = uris.TEMPLATES["Issue"]
@@ -36,13 +33,12 @@ EVIDENCE = uris.TEMPLATES["EvidencePack"]
 ARTIFACT = uris.TEMPLATES["Artifact"]
 
 # Completion of each template's one variable: ids by prefix, or by words of the objective or title.
-Completer = Callable[[AsyncConnection, str, int], Awaitable[Sequence[str]]]
-COMPLETERS: dict[str, tuple[str, Completer]] = {
-    TASK: ("task_id", listing.complete_task_ids),
-    ISSUE: ("issue_id", listing.complete_issue_ids),
-    RUN: ("run_id", listing.complete_run_ids),
-    EVIDENCE: ("evidence_pack_id", listing.complete_evidence_pack_ids),
-    ARTIFACT: ("artifact_id", listing.complete_artifact_ids),
+COMPLETERS: dict[str, tuple[str, EntityKind]] = {
+    TASK: ("task_id", EntityKind.TASK),
+    ISSUE: ("issue_id", EntityKind.ISSUE),
+    RUN: ("run_id", EntityKind.RUN),
+    EVIDENCE: ("evidence_pack_id", EntityKind.EVIDENCE_PACK),
+    ARTIFACT: ("artifact_id", EntityKind.ARTIFACT),
 }
 
 # A malformed id is as absent as an unknown one: both are the client's resource-not-found.
@@ -115,9 +111,8 @@ def _register_fixed(server: MCPServer[Any], core: Core) -> None:
     )
     async def read_pending_reviews() -> str:
         page = await review.list_pending_reviews(core, limit=REVIEWS_SHOWN)
-        async with core.db.read() as conn:
-            total = await queries.count_pending_reviews(conn)
-        return render.pending_reviews_page(page, total)
+        stats = await queue.queue_stats(core)
+        return render.pending_reviews_page(page, stats.pending_reviews)
 
 
 def _register_templates(server: MCPServer[Any], core: Core) -> None:
@@ -129,7 +124,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_task(task_id: str) -> str:
-        return render.task_page(await _guard(uris.task(task_id), gather.task_page(core, task_id)))
+        return render.task_page(await _guard(uris.task(task_id), pages.task_page(core, task_id)))
 
     @server.resource(
         ISSUE,
@@ -142,7 +137,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_issue(issue_id: str) -> str:
-        return render.issue_briefing(await _guard(uris.issue(issue_id), gather.issue_brief(core, issue_id)))
+        return briefing.issue_briefing(await _guard(uris.issue(issue_id), pages.issue_brief(core, issue_id)))
 
     @server.resource(
         RUN,
@@ -153,7 +148,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         mime_type=MARKDOWN,
     )
     async def read_run(run_id: str) -> str:
-        return render.run_page(await _guard(uris.run(run_id), gather.run_page(core, run_id)))
+        return render.run_page(await _guard(uris.run(run_id), pages.run_page(core, run_id)))
 
     @server.resource(
         EVIDENCE,
@@ -165,13 +160,13 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
     )
     async def read_evidence(evidence_pack_id: str) -> str:
         uri = uris.evidence(evidence_pack_id)
-        return render.evidence_page(await _guard(uri, gather.evidence_page(core, evidence_pack_id)))
+        return render.evidence_page(await _guard(uri, pages.evidence_page(core, evidence_pack_id)))
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
     async def read_artifact(artifact_id: str) -> tuple[str, str]:
         uri = uris.artifact(artifact_id)
-        artifact, text, total = await _guard(uri, gather.artifact_content(core, artifact_id))
+        artifact, text, total = await _guard(uri, pages.artifact_content(core, artifact_id))
         if text is None:
             return render.remote_artifact(artifact), URI_LIST
         if total > len(text):
@@ -184,7 +179,7 @@ def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
         name="artifact",
         title="Artifact",
         description=(
-            f"An artifact's content with its own media type (the first {gather.ARTIFACT_CHARS:,} characters; "
+            f"An artifact's content with its own media type (the first {pages.ARTIFACT_CHARS:,} characters; "
             "jct_get_artifact pages through the rest), or text/uri-list for one stored outside JCT."
         ),
         mime_type="text/plain",
@@ -205,11 +200,10 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
             if previous is not None:
                 return await previous.handler(ctx, params)
             return CompleteResult(completion=Completion(values=[]))
-        variable, completer = entry
+        variable, kind = entry
         if params.argument.name != variable:
             return CompleteResult(completion=Completion(values=[]))
-        async with core.db.read() as conn:
-            ids = await completer(conn, params.argument.value[:MAX_COMPLETION_INPUT], COMPLETIONS + 1)
-        return CompleteResult(completion=Completion(values=list(ids[:COMPLETIONS]), has_more=len(ids) > COMPLETIONS))
+        found = await catalog.complete_ids(core, kind, params.argument.value)
+        return CompleteResult(completion=Completion(values=found.ids, has_more=found.has_more))
 
     lowlevel.add_request_handler("completion/complete", CompleteRequestParams, complete)

@@ -2,7 +2,7 @@
 
 Could a smarter model have avoided it? Then it is a tool result with `isError: true` and
 `{"success": false, "error": {"code", "message", "suggestion"}}`. A failure of the world (the database
-unreachable or busy, the disk full: server/db/failures.py) is UNAVAILABLE with `retry_after_seconds`,
+unreachable or busy, the disk full: server/failures.py) is UNAVAILABLE with `retry_after_seconds`,
 logged one line per kind per interval. Anything else unexpected is INTERNAL_ERROR with a correlation id
 that is also in the server log (with its traceback), and never a traceback to the caller.
 """
@@ -19,8 +19,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from server.db.failures import FailureLog, as_error, world_failure
 from server.errors import ErrorCode, JctError, RpcCode
+from server.failures import FailureLog, as_error, world_failure
 
 log = logging.getLogger("jct.tools")
 

@@ -1,7 +1,7 @@
 """Which failures are the world's (UNAVAILABLE, retry later) and which are bugs, on real drivers; and the log
 that says so once per kind per interval.
 
-Before server/db/failures.py, every one of these was INTERNAL_ERROR "Nothing you sent caused this" with a
+Before server/failures.py, every one of these was INTERNAL_ERROR "Nothing you sent caused this" with a
 traceback per call; these tests name the real errors each driver raises, so none of them can pass on it.
 """
 
@@ -18,9 +18,9 @@ from sqlalchemy import text
 
 from server.core.tracestore import TraceStore
 from server.db.engine import Database
-from server.db.failures import FailureLog, Kind, WorldFailure, as_error, world_failure
 from server.db.migrate import upgrade
 from server.errors import ErrorCode, JctError
+from server.failures import FailureLog, Kind, WorldFailure, as_error, world_failure
 from tests.world import fill, refuse_connections, refusing_connections, small_disk, terminate_backend
 
 pytestmark = pytest.mark.anyio

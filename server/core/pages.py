@@ -1,10 +1,16 @@
-"""Loading what each resource page shows: one read transaction per page, records into render inputs.
+"""What each jct:// page and the review prompt show, read in one transaction per page, as plain data.
 
-Lookups that find nothing raise the core's JctError (TASK_NOT_FOUND, ...), like the tools do; the
-resource handlers turn those into the MCP resource-not-found error.
+The Markdown is the adapters' (server/resources/render.py and briefing.py, server/prompts/texts.py).
+Lookups that find nothing raise JctError (TASK_NOT_FOUND, ...), like the tools do; the resource handlers
+turn those into the MCP resource-not-found error.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 import anyio
 from pydantic import ValidationError
@@ -15,7 +21,6 @@ from server.core.models import parse_id
 from server.core.service import Core
 from server.db import listing, queries
 from server.errors import ErrorCode, JctError
-from server.resources.render import EvidencePage, IssueBrief, Review, RunLine, RunPage, TaskPage
 
 RUNS_SHOWN = 10
 ISSUE_TASKS_SHOWN = 10
@@ -23,6 +28,99 @@ ISSUE_RUNS_SHOWN = 20
 FEEDBACK_VERSIONS = 100
 EVENTS_SHOWN = 50
 ARTIFACT_CHARS = 40_000
+
+
+@dataclass(frozen=True)
+class Review:
+    """A decision on an evidence pack."""
+
+    decision: str
+    reason: str
+    reviewer: Mapping[str, Any]  # the record: markdown.who() renders it
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """A run as one line of a task or issue page: status, evidence and review."""
+
+    run_id: str
+    task_id: str
+    number: int
+    status: str
+    attempt: int
+    executor: Mapping[str, Any]
+    started_at: datetime
+    ended_at: datetime | None
+    lease_expires_at: datetime | None
+    evidence_pack_id: str | None = None
+    verdict: str | None = None
+    verdict_reason: str | None = None
+    review_state: str | None = None
+    review: Review | None = None
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    task: results.TaskDetail
+    issue_title: str | None
+    runs: Sequence[RunLine]
+
+
+@dataclass(frozen=True)
+class IssueBrief:
+    issue: results.IssueView
+    tasks: Sequence[results.TaskDetail]  # newest first
+    runs: Sequence[RunLine]  # newest first
+    packet: results.ContextPacket | None
+    feedback: Sequence[results.ReviewFeedback]  # oldest first
+    constraints: results.Constraints | None
+    doctrine: Sequence[results.DoctrineRef] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunPage:
+    run: results.RunDetail
+    number: int
+    objective: str
+    artifacts: Sequence[results.ArtifactView]
+    events: Sequence[results.RunEventView]
+    evidence: results.EvidencePackDetail | None
+    review: Review | None
+
+
+@dataclass(frozen=True)
+class EvidencePage:
+    pack: results.EvidencePackDetail
+    objective: str
+    issue_id: str | None
+    run_summary: str | None
+    executor: Mapping[str, Any]
+    artifact_titles: Mapping[str, str]
+    review: Review | None
+
+
+@dataclass(frozen=True)
+class Diff:
+    """The start of a stored code_patch artifact."""
+
+    artifact: results.ArtifactView
+    text: str
+    total_chars: int
+
+
+@dataclass(frozen=True)
+class PackState:
+    """One evidence pack with what a reviewer reads next to it (the review prompt)."""
+
+    pack: results.EvidencePackDetail
+    objective: str
+    run_summary: str | None
+    executor: Mapping[str, Any]
+    artifacts: Sequence[results.ArtifactView]
+    decision: str | None
+    decision_reason: str | None
+    diffs: Sequence[Diff] = ()
 
 
 def review_of(row: RowMapping | None) -> Review | None:
@@ -141,6 +239,30 @@ async def run_page(core: Core, run_id: str) -> RunPage:
 
 
 async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
+    read = await _read_pack(core, pack_id)
+    return EvidencePage(
+        pack=views.evidence_detail(read.pack),
+        objective=read.objective,
+        issue_id=read.pack["issue_id"],
+        run_summary=read.run_summary,
+        executor=read.executor,
+        artifact_titles={a["id"]: a["title"] for a in read.artifacts},
+        review=review_of(read.decision),
+    )
+
+
+@dataclass(frozen=True)
+class _PackRead:
+    pack: RowMapping
+    objective: str
+    run_summary: str | None
+    executor: Mapping[str, Any]
+    artifacts: Sequence[RowMapping]
+    decision: RowMapping | None
+
+
+async def _read_pack(core: Core, pack_id: str) -> _PackRead:
+    """An evidence pack with its task's objective, its run, the run's artifacts and the review decision."""
     pack_id = parse_id(pack_id, "evidence_pack_id")
     async with core.db.read() as conn:
         pack = await queries.get_evidence_pack(conn, pack_id)
@@ -150,14 +272,13 @@ async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
         run = await queries.get_run(conn, pack["run_id"])
         artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
         decision = await queries.review_decision_for_pack(conn, pack_id)
-    return EvidencePage(
-        pack=views.evidence_detail(pack),
+    return _PackRead(
+        pack=pack,
         objective=task["objective"] if task is not None else "",
-        issue_id=pack["issue_id"],
         run_summary=run["summary"] if run is not None else None,
         executor=run["executor"] if run is not None else {},
-        artifact_titles={a["id"]: a["title"] for a in artifacts},
-        review=review_of(decision),
+        artifacts=artifacts,
+        decision=decision,
     )
 
 
@@ -175,3 +296,26 @@ async def artifact_content(core: Core, artifact_id: str) -> tuple[results.Artifa
     total: int
     text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, ARTIFACT_CHARS)
     return view, text, total
+
+
+async def pack_state(core: Core, pack_id: str, diff_chars: int) -> PackState:
+    """An evidence pack for review, with the start of its code_patch artifacts (`diff_chars` in all)."""
+    read = await _read_pack(core, pack_id)
+    diffs = []
+    budget = diff_chars
+    for row in read.artifacts:
+        if row["stored"] and row["type"] == "code_patch" and budget > 0:
+            text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, budget)
+            diffs.append(Diff(artifact=views.artifact(row), text=text, total_chars=total))
+            budget -= len(text)
+    decision = read.decision
+    return PackState(
+        pack=views.evidence_detail(read.pack),
+        objective=read.objective,
+        run_summary=read.run_summary,
+        executor=read.executor,
+        artifacts=[views.artifact(a) for a in read.artifacts],
+        decision=decision["decision"] if decision is not None else None,
+        decision_reason=decision["reason"] if decision is not None else None,
+        diffs=diffs,
+    )

@@ -4,6 +4,9 @@
 (SQLAlchemy, asyncpg, sqlite3, or the trace store's OSError). Callers turn a failure into UNAVAILABLE with
 a retry time (server/tools/errors.py), and log it through a `FailureLog`: one line per kind per interval
 however many calls fail, so an outage is a handful of lines and not a traceback per call.
+
+It sits beside server/errors.py rather than in db/: the engine (server/db/engine.py) marks what it raises
+with it, and the adapters that answer UNAVAILABLE read it, and adapters never import db/.
 """
 
 from __future__ import annotations
