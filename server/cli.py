@@ -23,7 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from server.config import Settings, async_database_url
-from server.core import observe, queue, review, tokens, views
+from server.core import intake, observe, queue, review, tokens, views
 from server.core.models import Actor, parse_id
 from server.core.service import Core
 from server.db import queries
@@ -430,7 +430,7 @@ def enqueue(
 ) -> None:
     """Put a task on the queue."""
     result = run_core(
-        lambda core, actor: queue.enqueue_task(
+        lambda core, actor: intake.enqueue_task(
             core,
             actor,
             objective=objective,

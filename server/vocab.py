@@ -25,6 +25,7 @@ class Priority(StrEnum):
 
 
 class TaskStatus(StrEnum):
+    BLOCKED = "blocked"  # waits for its dependencies (or its phase) to be approved: not claimable
     QUEUED = "queued"
     RUNNING = "running"
     COMPLETED = "completed"
@@ -90,3 +91,15 @@ class EntityKind(StrEnum):
     RUN = "Run"
     ARTIFACT = "Artifact"
     EVIDENCE_PACK = "EvidencePack"
+
+
+class MissionStatus(StrEnum):
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class PhaseStatus(StrEnum):
+    PENDING = "pending"
+    ACTIVE = "active"
+    DONE = "done"

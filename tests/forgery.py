@@ -15,7 +15,7 @@ from markdown_it import MarkdownIt
 from mcp import Client
 from mcp_types import Implementation
 
-from server.core import queue
+from server.core import intake
 from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
@@ -97,7 +97,7 @@ class HostileRun:
 async def hostile_run(core: Core) -> HostileRun:
     """A task whose every agent-written text forges structure, worked through the MCP tools by a client whose
     clientInfo.name does too; one criterion is left unproven, so the evidence pack waits for a review."""
-    enqueued = await queue.enqueue_task(
+    enqueued = await intake.enqueue_task(
         core,
         ADMIN,
         objective="Fix the parser" + FORGED,

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 
@@ -118,12 +119,67 @@ tasks = Table(
     Column("completed_at", UTCDateTime, nullable=True),
     Column("result", Json, nullable=True),
     Column("error", Text, nullable=True),
+    # The mission the task belongs to (no foreign key, like runs.issue_id: SQLite adds the column in place),
+    # and its phase there (0, 1, ...).
+    Column("mission_id", ID, nullable=True),
+    Column("phase", Integer, nullable=True),
+    # What a blocked task still waits for: its dependencies not yet approved, plus one while the phase before
+    # its own is not done. It becomes queued when this reaches 0 (server/db/missions.py).
+    Column("blockers", Integer, nullable=False, server_default="0"),
+    # When its work was approved (by the review policy or a reviewer): what unblocks its dependents.
+    Column("approved_at", UTCDateTime, nullable=True),
     # Claim-next and the queue listing walk queued tasks in this order.
     Index("ix_tasks_status_priority_queued_at_id", "status", "priority", "queued_at", "id"),
     Index("ix_tasks_operation_status_priority_queued_at_id", "operation", "status", "priority", "queued_at", "id"),
     # resources/list and completions walk tasks newest first.
     Index("ix_tasks_queued_at_id", "queued_at", "id"),
     UniqueConstraint("idempotency_scope", "idempotency_key"),
+    # A mission's tasks by phase (its page, phase completion, cancellation).
+    Index("ix_tasks_mission_id_phase", "mission_id", "phase"),
+)
+
+# Which task waits for which (within one mission); read both ways: what a task waits for, and whom an
+# approval unblocks.
+task_dependencies = Table(
+    "task_dependencies",
+    metadata,
+    Column("task_id", ID, ForeignKey("tasks.id"), primary_key=True),
+    Column("depends_on", ID, ForeignKey("tasks.id"), primary_key=True),
+    Index("ix_task_dependencies_depends_on", "depends_on"),
+)
+
+missions = Table(
+    "missions",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("goal", Text, nullable=False),
+    # active | completed | cancelled
+    Column("status", String(16), nullable=False),
+    Column("created_by", String(256), nullable=False),
+    # {name, version} when started from a workflow.
+    Column("workflow", Json, nullable=True),
+    # Tasks not yet approved: the mission is completed when it reaches 0.
+    Column("remaining", Integer, nullable=False),
+    Column("idempotency_key", String(256), nullable=True),
+    Column("idempotency_scope", String(256), nullable=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("completed_at", UTCDateTime, nullable=True),
+    UniqueConstraint("idempotency_scope", "idempotency_key"),
+    # Listings: active missions first, newest first.
+    Index("ix_missions_status_created_at_id", "status", "created_at", "id"),
+)
+
+mission_phases = Table(
+    "mission_phases",
+    metadata,
+    Column("mission_id", ID, ForeignKey("missions.id"), primary_key=True),
+    Column("index", Integer, primary_key=True, autoincrement=False),
+    Column("name", Text, nullable=False),
+    # Tasks of the phase not yet approved: the next phase's tasks wait while it is above 0.
+    Column("remaining", Integer, nullable=False),
 )
 
 runs = Table(
@@ -141,6 +197,8 @@ runs = Table(
     Column("principal", String(256), nullable=False, server_default=""),
     # The connection the claim came through (NULL for a stateless request).
     Column("claim_session", String(64), nullable=True),
+    # The agent reported a blocker only a person can lift: never approved automatically.
+    Column("requires_human", Boolean, nullable=False, server_default=false()),
     Column("status", String(16), nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("lease_expires_at", UTCDateTime, nullable=True),

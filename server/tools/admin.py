@@ -8,7 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from server.core import queue, results
+from server.core import intake, queue, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, WRITE
@@ -40,7 +40,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         idempotency_key: str | None = None,
         create_cwom: Annotated[bool, Field(description="Also create the issue and briefing.")] = True,
     ) -> results.Enqueued:
-        return await queue.enqueue_task(
+        return await intake.enqueue_task(
             core,
             identity.actor(ctx),
             objective=objective,

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from server.core import queue
+from server.core import intake
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
@@ -34,7 +34,7 @@ async def enqueue(core: Core, **overrides: Any) -> str:
         "context_summary": "The endpoint accepts anything.",
     }
     fields.update(overrides)
-    result = await queue.enqueue_task(core, ADMIN, **fields)
+    result = await intake.enqueue_task(core, ADMIN, **fields)
     return result.task_id
 
 

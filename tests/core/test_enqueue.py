@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from server.config import Settings
-from server.core import queue, results
+from server.core import intake, queue, results
 from server.core.service import Core
 from server.db.engine import Database
 from server.errors import ErrorCode, JctError
@@ -32,10 +32,10 @@ VALID: dict[str, Any] = {
 
 
 async def test_same_key_and_payload_returns_the_same_task_as_a_duplicate(core: Core) -> None:
-    first = await queue.enqueue_task(core, ADMIN, **VALID, idempotency_key="deploy-42")
+    first = await intake.enqueue_task(core, ADMIN, **VALID, idempotency_key="deploy-42")
     rows = await snapshot(core)
 
-    again = await queue.enqueue_task(core, ADMIN, **VALID, idempotency_key="deploy-42")
+    again = await intake.enqueue_task(core, ADMIN, **VALID, idempotency_key="deploy-42")
 
     assert first.duplicate is False
     assert again.duplicate is True
@@ -45,28 +45,28 @@ async def test_same_key_and_payload_returns_the_same_task_as_a_duplicate(core: C
 
 
 async def test_a_duplicate_reports_where_the_task_stands_now(core: Core) -> None:
-    first = await queue.enqueue_task(core, ADMIN, **VALID, idempotency_key="k")
+    first = await intake.enqueue_task(core, ADMIN, **VALID, idempotency_key="k")
     await queue.claim_task(core, ALICE, first.task_id)
 
-    again = await queue.enqueue_task(core, ADMIN, **VALID, idempotency_key="k")
+    again = await intake.enqueue_task(core, ADMIN, **VALID, idempotency_key="k")
 
     assert (again.task_id, again.status, again.duplicate) == (first.task_id, "running", True)
 
 
 async def test_same_key_with_a_different_payload_is_an_idempotency_conflict(core: Core) -> None:
-    await queue.enqueue_task(core, ADMIN, **VALID, idempotency_key="deploy-42")
+    await intake.enqueue_task(core, ADMIN, **VALID, idempotency_key="deploy-42")
     rows = await snapshot(core)
 
     with pytest.raises(JctError) as err:
-        await queue.enqueue_task(core, ADMIN, **{**VALID, "priority": "P0"}, idempotency_key="deploy-42")
+        await intake.enqueue_task(core, ADMIN, **{**VALID, "priority": "P0"}, idempotency_key="deploy-42")
 
     assert err.value.code is ErrorCode.IDEMPOTENCY_CONFLICT
     assert await snapshot(core) == rows
 
 
 async def test_different_keys_make_different_tasks(core: Core) -> None:
-    a = await queue.enqueue_task(core, ADMIN, **VALID, idempotency_key="a")
-    b = await queue.enqueue_task(core, ADMIN, **VALID, idempotency_key="b")
+    a = await intake.enqueue_task(core, ADMIN, **VALID, idempotency_key="a")
+    b = await intake.enqueue_task(core, ADMIN, **VALID, idempotency_key="b")
     assert a.task_id != b.task_id
     assert await count(core, "tasks") == 2
 
@@ -78,7 +78,7 @@ async def test_ten_concurrent_enqueues_with_one_key_make_one_task(core: Core, ma
 
     async def enqueuer(c: Core, start: anyio.Event) -> None:
         await start.wait()
-        outcomes.append(await queue.enqueue_task(c, ADMIN, **VALID, idempotency_key="once"))
+        outcomes.append(await intake.enqueue_task(c, ADMIN, **VALID, idempotency_key="once"))
 
     try:
         for c in cores:
@@ -135,11 +135,11 @@ async def test_the_policy_gate_rejects_bad_tasks_and_changes_nothing(
 ) -> None:
     core = Core.build(make_settings(allowed_repo_prefixes=["myorg/"]))
     try:
-        await queue.enqueue_task(core, ADMIN, **VALID)  # so "unchanged" is about a database with rows in it
+        await intake.enqueue_task(core, ADMIN, **VALID)  # so "unchanged" is about a database with rows in it
         rows = await snapshot(core)
 
         with pytest.raises(JctError) as err:
-            await queue.enqueue_task(core, ADMIN, **{**VALID, **overrides})
+            await intake.enqueue_task(core, ADMIN, **{**VALID, **overrides})
 
         assert err.value.code is code
         assert err.value.suggestion
@@ -157,7 +157,7 @@ async def test_the_budget_bounds_are_inclusive(core: Core, budget: int) -> None:
 async def test_the_gate_accepts_repos_under_an_allowed_prefix(make_settings: SettingsFactory) -> None:
     core = Core.build(make_settings(allowed_repo_prefixes=["myorg/", "partner/"]))
     try:
-        await queue.enqueue_task(core, ADMIN, **{**VALID, "target_repo": "partner/sdk"})
+        await intake.enqueue_task(core, ADMIN, **{**VALID, "target_repo": "partner/sdk"})
         assert await count(core, "tasks", target_repo="partner/sdk") == 1
     finally:
         await core.db.dispose()
@@ -167,7 +167,7 @@ async def test_the_gate_accepts_repos_under_an_allowed_prefix(make_settings: Set
 
 
 async def test_create_cwom_false_stores_only_the_task(core: Core) -> None:
-    enqueued = await queue.enqueue_task(core, ADMIN, **VALID, create_cwom=False)
+    enqueued = await intake.enqueue_task(core, ADMIN, **VALID, create_cwom=False)
 
     assert enqueued.cwom_issue_id is None
     assert await count(core, "tasks") == 1

@@ -25,7 +25,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
 from server.config import Settings
-from server.core import queue
+from server.core import intake
 from server.core.service import Core
 from server.db import tables
 from server.db.engine import Database
@@ -79,7 +79,7 @@ async def test_sigterm_cancels_a_blocked_write_in_time_and_tells_the_truth(
     log_path = tmp_path / "serve.log"
     outcome: dict[str, Any] = {}
     try:
-        task = await queue.enqueue_task(core, ADMIN, objective="Blocked", operation="docs", target_repo="a/b")
+        task = await intake.enqueue_task(core, ADMIN, objective="Blocked", operation="docs", target_repo="a/b")
         with anyio.fail_after(LIMIT), log_path.open("wb") as log:
             process = await anyio.open_process(
                 [sys.executable, "-m", "server", "serve", "--port", str(port)],
@@ -139,7 +139,7 @@ async def test_a_write_blocked_past_the_lock_timeout_answers_unavailable_and_cha
     """JCT_LOCK_TIMEOUT_SECONDS bounds every wait for a lock, with or without a shutdown."""
     core = Core.build(make_settings(lock_timeout_seconds=1))
     try:
-        task = await queue.enqueue_task(core, ADMIN, objective="Blocked", operation="docs", target_repo="a/b")
+        task = await intake.enqueue_task(core, ADMIN, objective="Blocked", operation="docs", target_repo="a/b")
         with anyio.fail_after(LIMIT):
             async with Client(build_mcp(core, FixedIdentity("agent")), mode="legacy") as agent:
                 async with hold_task_row(database_url, task.task_id):

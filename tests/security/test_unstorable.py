@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from server.config import Settings
-from server.core import queue
+from server.core import intake
 from server.core.service import Core
 from server.db.copy import copy_database
 from tests.conftest import POSTGRES_URL, drop_postgres_database, postgres_database
@@ -50,7 +50,7 @@ async def served(database_url: str, tmp_path: Path, make_settings: Callable[...,
             session = RawSession(base_url)
             stack.push_async_callback(session.aclose)
             await session.initialize()
-            task = await queue.enqueue_task(core, ADMIN, objective="o", operation="code_change", target_repo="a/b")
+            task = await intake.enqueue_task(core, ADMIN, objective="o", operation="code_change", target_repo="a/b")
             claim = await tool(session, "jct_claim_task", {"task_id": task.task_id})
             yield Served(core, session, task.task_id, claim["run_id"])
     finally:

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from sqlalchemy import func, select
 
-from server.core import queue
+from server.core import intake
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
@@ -32,7 +32,7 @@ async def test_thirty_agents_claim_every_task_exactly_once(
     try:
         task_ids = [
             (
-                await queue.enqueue_task(
+                await intake.enqueue_task(
                     core,
                     ADMIN,
                     objective=f"Task {n}",

@@ -1,0 +1,211 @@
+"""Putting work on the queue: the policy gate every task passes, and the rows one task is stored as."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import RowMapping
+
+from server.core import results as r
+from server.core.audit import AuditAction, audit_row
+from server.core.models import Actor, Limits, check_text, new_id, parse_enum
+from server.core.service import Core
+from server.db import queries
+from server.errors import ErrorCode, JctError, invalid
+from server.vocab import EntityKind, IssueStatus, Operation, Priority, TaskStatus
+
+MIN_BUDGET, MAX_BUDGET = 30, 86_400
+
+
+async def enqueue_task(
+    core: Core,
+    actor: Actor,
+    *,
+    objective: str,
+    operation: str,
+    target_repo: str,
+    target_ref: str = "main",
+    target_path: str = "",
+    time_budget_seconds: int = 3600,
+    priority: str = "P2",
+    acceptance_criteria: list[str] | None = None,
+    context_summary: str | None = None,
+    idempotency_key: str | None = None,
+    create_cwom: bool = True,
+) -> r.Enqueued:
+    request = gate(
+        core,
+        objective=objective,
+        operation=operation,
+        target_repo=target_repo,
+        target_ref=target_ref,
+        target_path=target_path,
+        time_budget_seconds=time_budget_seconds,
+        priority=priority,
+        acceptance_criteria=acceptance_criteria or [],
+        context_summary=context_summary or "",
+        create_cwom=create_cwom,
+    )
+    if idempotency_key is not None:
+        check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
+    request_hash = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+    async with core.db.write() as conn:
+        if idempotency_key is not None:
+            existing = await queries.get_task_by_idempotency_key(conn, actor.claimant, idempotency_key)
+            if existing is not None:
+                return _duplicate(existing, request_hash)
+        task, issue, packet, snapshot, audit = bundle(core, actor, request, idempotency_key, request_hash)
+        inserted = await queries.insert_task_bundle(conn, task, issue, packet, snapshot, audit)
+        if not inserted:
+            assert idempotency_key is not None
+            winner = await queries.get_task_by_idempotency_key(conn, actor.claimant, idempotency_key)
+            assert winner is not None
+            return _duplicate(winner, request_hash)
+    return r.Enqueued(
+        task_id=task["id"], trace_id=task["trace_id"], status=TaskStatus.QUEUED, cwom_issue_id=task["issue_id"]
+    )
+
+
+def gate(core: Core, **fields: Any) -> dict[str, Any]:
+    """The policy gate: every rule a task must meet before it is stored. Returns the normalised request."""
+    operation = parse_enum(Operation, fields["operation"], "operation")
+    priority = parse_enum(Priority, fields["priority"], "priority")
+    budget = fields["time_budget_seconds"]
+    if not MIN_BUDGET <= budget <= MAX_BUDGET:
+        raise JctError(
+            ErrorCode.BUDGET_OUT_OF_RANGE,
+            f"time_budget_seconds {budget} is outside {MIN_BUDGET}..{MAX_BUDGET}.",
+            f"Pick a budget between {MIN_BUDGET} seconds and {MAX_BUDGET} (24 hours).",
+        )
+    objective = check_text(fields["objective"], "objective", Limits.OBJECTIVE).strip()
+    repo = check_text(fields["target_repo"], "target_repo", Limits.REPO, single_line=True).strip()
+    allowed = core.settings.allowed_repo_prefixes
+    if allowed and not any(repo.startswith(prefix) for prefix in allowed):
+        raise JctError(
+            ErrorCode.REPO_NOT_ALLOWED,
+            f"Repository {repo!r} is not under an allowed prefix.",
+            f"Use a repository starting with one of: {', '.join(allowed)} (JCT_ALLOWED_REPO_PREFIXES).",
+        )
+    ref = check_text(fields["target_ref"], "target_ref", Limits.REF, single_line=True).strip()
+    if " " in ref:
+        raise invalid(f"target_ref {ref!r} contains spaces.", "Pass a branch, tag or commit name.")
+    path = check_target_path(fields["target_path"])
+    criteria = fields["acceptance_criteria"]
+    if len(criteria) > Limits.CRITERIA:
+        raise invalid(f"{len(criteria)} acceptance criteria; the limit is {Limits.CRITERIA}.", "Merge or trim them.")
+    criteria = [check_text(c, f"acceptance_criteria[{i}]", Limits.CRITERION).strip() for i, c in enumerate(criteria)]
+    summary = check_text(fields["context_summary"], "context_summary", Limits.SUMMARY, required=False)
+    return {
+        "objective": objective,
+        "operation": operation.value,
+        "target_repo": repo,
+        "target_ref": ref,
+        "target_path": path,
+        "time_budget_seconds": budget,
+        "priority": priority.value,
+        "acceptance_criteria": criteria,
+        "context_summary": summary,
+        "create_cwom": fields["create_cwom"],
+    }
+
+
+def check_target_path(path: str) -> str:
+    check_text(path, "target_path", Limits.PATH, required=False, single_line=True)
+    normalised = path.strip().removeprefix("./")
+    if normalised.startswith(("/", "\\")) or ":" in normalised[:3]:
+        raise invalid(f"target_path {path!r} is absolute.", "Give a path relative to the repository root.")
+    if ".." in normalised.replace("\\", "/").split("/"):
+        raise invalid(f"target_path {path!r} contains '..'.", "Give a path inside the repository, without '..'.")
+    return normalised
+
+
+def bundle(
+    core: Core, actor: Actor, req: dict[str, Any], key: str | None, request_hash: str
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]]]:
+    now = datetime.now(UTC)
+    ts = core.now()
+    task_id, trace_id = new_id(), new_id()
+    issue = packet = snapshot = None
+    audit = []
+    if req["create_cwom"]:
+        issue_id, snapshot_id = new_id(), new_id()
+        title = req["objective"].splitlines()[0][: Limits.TITLE]
+        issue = {
+            "id": issue_id,
+            "title": title,
+            "type": req["operation"],
+            "priority": req["priority"],
+            "status": IssueStatus.READY,
+            "acceptance_criteria": req["acceptance_criteria"],
+            "created_at": ts,
+            "updated_at": ts,
+        }
+        packet = {
+            "id": new_id(),
+            "issue_id": issue_id,
+            "version": 1,
+            "summary": req["context_summary"],
+            "prior_art": [],
+            "files_of_interest": [req["target_path"]] if req["target_path"] else [],
+            "acceptance_criteria": req["acceptance_criteria"],
+            "data": {},
+            "review_feedback": None,
+            "created_at": ts,
+        }
+        snapshot = {
+            "id": snapshot_id,
+            "issue_id": issue_id,
+            "scope": "run",
+            "time_budget_seconds": req["time_budget_seconds"],
+            "allow_network": False,
+            "allow_secrets": False,
+            "allowed_paths": [req["target_path"]] if req["target_path"] else [],
+            "created_at": ts,
+        }
+        ready = {"status": IssueStatus.READY}
+        audit.append(audit_row(actor, AuditAction.ISSUE_CREATED, EntityKind.ISSUE, issue_id, None, ready, trace_id))
+    task = {
+        "id": task_id,
+        "operation": req["operation"],
+        "objective": req["objective"],
+        "target_repo": req["target_repo"],
+        "target_ref": req["target_ref"],
+        "target_path": req["target_path"],
+        "priority": req["priority"],
+        "time_budget_seconds": req["time_budget_seconds"],
+        "status": TaskStatus.QUEUED,
+        "attempts": 0,
+        "max_attempts": core.settings.max_attempts,
+        "idempotency_key": key,
+        # Keys are per principal: one principal's key says nothing about another's tasks.
+        "idempotency_scope": actor.claimant if key is not None else None,
+        "request_hash": request_hash,
+        "trace_id": trace_id,
+        "issue_id": issue["id"] if issue else None,
+        "constraint_snapshot_id": snapshot["id"] if snapshot else None,
+        "requested_by": actor.actor_id,
+        "queued_at": ts if not core.db.is_sqlite else now,
+    }
+    after = {"status": TaskStatus.QUEUED, "priority": req["priority"], "operation": req["operation"]}
+    audit.insert(0, audit_row(actor, AuditAction.TASK_ENQUEUED, EntityKind.TASK, task_id, None, after, trace_id))
+    return task, issue, packet, snapshot, audit
+
+
+def _duplicate(existing: RowMapping, request_hash: str) -> r.Enqueued:
+    if existing["request_hash"] != request_hash:
+        raise JctError(
+            ErrorCode.IDEMPOTENCY_CONFLICT,
+            f"idempotency_key was already used for task {existing['id']} with a different payload.",
+            "Use a new idempotency_key for a different task, or resend the original payload unchanged.",
+        )
+    return r.Enqueued(
+        task_id=existing["id"],
+        trace_id=existing["trace_id"],
+        status=existing["status"],
+        cwom_issue_id=existing["issue_id"],
+        duplicate=True,
+    )

@@ -1,0 +1,245 @@
+"""A mission's statements: storing its graph, and what an approval unblocks (DESIGN section 11).
+
+A blocked task counts its `blockers`: its dependencies not yet approved, plus one while the phase before its
+own is not done (every task of it approved). An approval (`approval_steps`) marks the task approved, takes one
+blocker from each task that depends on it and, when it was the last task of its phase to be approved, one from
+each task of the next phase; a task whose count reaches 0 becomes queued, in the same transaction. Counting
+happens in the rows themselves (`UPDATE ... SET blockers = blockers - 1`), so concurrent approvals serialise on
+the rows they touch and none is lost; the claim never looks at dependencies at all: a blocked task is simply
+not `queued`.
+
+The steps are plain SQL both dialects run as they are: through SQLAlchemy (`approve`), or on aiosqlite's
+thread inside a one-hop transaction (`approve_sqlite`, server/db/changes.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import RowMapping, bindparam, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.db import queries, rawsqlite
+from server.db import tables as t
+from server.db.types import UTCDateTime
+from server.vocab import MissionStatus, TaskStatus
+
+Values = Mapping[str, Any]
+
+# The approved task: approved once (a repeated approval changes nothing further).
+_APPROVE = "UPDATE tasks SET approved_at = :now WHERE id = :task_id AND approved_at IS NULL RETURNING mission_id, phase"
+# One blocker fewer for each task that waits for it; the last one unblocks.
+_UNBLOCK_DEPENDENTS = f"""
+UPDATE tasks SET blockers = blockers - 1,
+    status = CASE WHEN blockers = 1 AND status = '{TaskStatus.BLOCKED}' THEN '{TaskStatus.QUEUED}' ELSE status END
+WHERE id IN (SELECT task_id FROM task_dependencies WHERE depends_on = :task_id)
+RETURNING id, status, trace_id"""
+# One task fewer to approve in its phase.
+_PHASE_DONE = """
+UPDATE mission_phases SET remaining = remaining - 1
+WHERE mission_id = :mission_id AND "index" = :phase RETURNING remaining"""
+# The phase is done: the next phase's tasks stop waiting for it.
+_UNBLOCK_PHASE = f"""
+UPDATE tasks SET blockers = blockers - 1,
+    status = CASE WHEN blockers = 1 AND status = '{TaskStatus.BLOCKED}' THEN '{TaskStatus.QUEUED}' ELSE status END
+WHERE mission_id = :mission_id AND phase = :next AND status = '{TaskStatus.BLOCKED}'
+RETURNING id, status, trace_id"""
+# One task fewer to approve in the mission; the last one completes it.
+_MISSION_DONE = f"""
+UPDATE missions SET remaining = remaining - 1,
+    status = CASE WHEN remaining = 1 AND status = '{MissionStatus.ACTIVE}' THEN '{MissionStatus.COMPLETED}'
+                  ELSE status END,
+    completed_at = CASE WHEN remaining = 1 AND status = '{MissionStatus.ACTIVE}' THEN :now ELSE completed_at END
+WHERE id = :mission_id RETURNING status, remaining"""
+
+
+@dataclass
+class Approval:
+    """What an approval changed beyond the task: the tasks it unblocked, and its mission if now completed."""
+
+    mission_id: str | None = None
+    unblocked: list[tuple[str, str]] = field(default_factory=list)  # (task id, trace id)
+    mission_completed: bool = False
+
+
+Step = tuple[str, dict[str, Any]]
+
+
+def approval_steps(task_id: str) -> Generator[Step, list[dict[str, Any]], Approval]:
+    """The approval's statements, one at a time: each yields (SQL, parameters) and is sent the rows it
+    returned. `:now` is bound by the runner."""
+    approval = Approval()
+    approved = yield _APPROVE, {"task_id": task_id}
+    if not approved or approved[0]["mission_id"] is None:
+        return approval
+    mission_id, phase = str(approved[0]["mission_id"]), int(approved[0]["phase"])
+    approval.mission_id = mission_id
+    for row in (yield _UNBLOCK_DEPENDENTS, {"task_id": task_id}):
+        if row["status"] == TaskStatus.QUEUED:
+            approval.unblocked.append((str(row["id"]), str(row["trace_id"])))
+    left = yield _PHASE_DONE, {"mission_id": mission_id, "phase": phase}
+    if left and int(left[0]["remaining"]) == 0:
+        for row in (yield _UNBLOCK_PHASE, {"mission_id": mission_id, "next": phase + 1}):
+            if row["status"] == TaskStatus.QUEUED:
+                approval.unblocked.append((str(row["id"]), str(row["trace_id"])))
+    mission = yield _MISSION_DONE, {"mission_id": mission_id}
+    approval.mission_completed = bool(mission) and int(mission[0]["remaining"]) == 0
+    return approval
+
+
+async def approve(conn: AsyncConnection, task_id: str, now: datetime) -> Approval:
+    """The approval's steps through SQLAlchemy (either dialect), in the caller's transaction."""
+    steps = approval_steps(task_id)
+    rows: list[dict[str, Any]] | None = None
+    try:
+        while True:
+            sql, params = steps.send(rows) if rows is not None else next(steps)
+            statement = text(sql).bindparams(bindparam("now", type_=UTCDateTime())) if ":now" in sql else text(sql)
+            values = {**params, "now": now} if ":now" in sql else params
+            rows = [dict(row) for row in (await conn.execute(statement, values)).mappings().all()]
+    except StopIteration as done:
+        result: Approval = done.value
+        return result
+
+
+def approve_sqlite(db: sqlite3.Connection, task_id: str, now: datetime) -> Approval:
+    """The approval's steps in plain sqlite3, inside the caller's transaction on aiosqlite's thread."""
+    steps = approval_steps(task_id)
+    rows: list[dict[str, Any]] | None = None
+    stamp = rawsqlite.sqlite_time(now)
+    try:
+        while True:
+            sql, params = steps.send(rows) if rows is not None else next(steps)
+            cursor = db.execute(sql, {**params, "now": stamp} if ":now" in sql else params)
+            names = [d[0] for d in cursor.description] if cursor.description else []
+            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    except StopIteration as done:
+        result: Approval = done.value
+        return result
+
+
+# --- the graph ---------------------------------------------------------------------------------
+
+
+async def insert_mission(
+    conn: AsyncConnection,
+    mission: Values,
+    phases: Sequence[Values],
+    dependencies: Sequence[tuple[str, str]],
+) -> bool:
+    """The mission and its phases (its tasks are inserted by the caller, first); False if its idempotency key
+    won a race."""
+    from sqlalchemy.exc import IntegrityError
+
+    try:
+        async with conn.begin_nested():
+            await conn.execute(insert(t.missions).values(dict(mission)))
+            await conn.execute(insert(t.mission_phases), [dict(phase) for phase in phases])
+            if dependencies:
+                await conn.execute(
+                    insert(t.task_dependencies), [{"task_id": a, "depends_on": b} for a, b in dependencies]
+                )
+    except IntegrityError:
+        if mission.get("idempotency_key") is None:
+            raise
+        return False
+    return True
+
+
+async def get_mission(conn: AsyncConnection, mission_id: str, *, lock: bool = False) -> RowMapping | None:
+    query = select(t.missions).where(t.missions.c.id == mission_id)
+    if lock and conn.dialect.name != "sqlite":
+        query = query.with_for_update()
+    row: RowMapping | None = (await conn.execute(query)).mappings().first()
+    return row
+
+
+async def mission_by_idempotency_key(conn: AsyncConnection, scope: str, key: str) -> RowMapping | None:
+    query = select(t.missions).where(t.missions.c.idempotency_scope == scope, t.missions.c.idempotency_key == key)
+    row: RowMapping | None = (await conn.execute(query)).mappings().first()
+    return row
+
+
+async def phases_of(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+    query = select(t.mission_phases).where(t.mission_phases.c.mission_id == mission_id)
+    return (await conn.execute(query.order_by(t.mission_phases.c.index))).mappings().all()
+
+
+async def add_phase(conn: AsyncConnection, mission_id: str, index: int, name: str) -> None:
+    await conn.execute(insert(t.mission_phases).values(mission_id=mission_id, index=index, name=name, remaining=0))
+
+
+async def count_in(conn: AsyncConnection, mission_id: str, phase: int) -> None:
+    """One more task to approve in this phase and in the mission (a task added to a running mission)."""
+    phases = t.mission_phases
+    await conn.execute(
+        update(phases)
+        .where(phases.c.mission_id == mission_id, phases.c.index == phase)
+        .values(remaining=phases.c.remaining + 1)
+    )
+    await conn.execute(
+        update(t.missions).where(t.missions.c.id == mission_id).values(remaining=t.missions.c.remaining + 1)
+    )
+
+
+async def insert_dependencies(conn: AsyncConnection, task_id: str, depends_on: Sequence[str]) -> None:
+    if depends_on:
+        await conn.execute(insert(t.task_dependencies), [{"task_id": task_id, "depends_on": d} for d in depends_on])
+
+
+async def tasks_of(conn: AsyncConnection, mission_id: str, limit: int) -> Sequence[RowMapping]:
+    query = (
+        select(t.tasks)
+        .where(t.tasks.c.mission_id == mission_id)
+        .order_by(t.tasks.c.phase, t.tasks.c.queued_at, t.tasks.c.id)
+        .limit(limit)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def dependencies_of(conn: AsyncConnection, task_ids: Sequence[str]) -> Sequence[RowMapping]:
+    deps = t.task_dependencies
+    query = select(deps.c.task_id, deps.c.depends_on).where(deps.c.task_id.in_(list(task_ids)))
+    return (await conn.execute(query)).mappings().all()
+
+
+async def waiting_for(conn: AsyncConnection, task_id: str) -> Sequence[RowMapping]:
+    """What a blocked task waits for: its dependencies that are not approved, with their status."""
+    deps, tasks = t.task_dependencies, t.tasks
+    query = (
+        select(tasks.c.id, tasks.c.status, tasks.c.objective)
+        .join(deps, deps.c.depends_on == tasks.c.id)
+        .where(deps.c.task_id == task_id, tasks.c.approved_at.is_(None))
+        .order_by(tasks.c.id)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def lock_tasks(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+    """The mission's tasks, locked (PostgreSQL) for a cancellation."""
+    query = select(t.tasks.c.id, t.tasks.c.status, t.tasks.c.issue_id, t.tasks.c.trace_id).where(
+        t.tasks.c.mission_id == mission_id
+    )
+    if conn.dialect.name != "sqlite":
+        query = query.with_for_update()
+    return (await conn.execute(query)).mappings().all()
+
+
+async def cancel(conn: AsyncConnection, mission_id: str, reason: str, now: Any) -> bool:
+    stmt = (
+        update(t.missions)
+        .where(t.missions.c.id == mission_id, t.missions.c.status == MissionStatus.ACTIVE)
+        .values(status=MissionStatus.CANCELLED, completed_at=now, error=f"cancelled: {reason}")
+    )
+    return (await conn.execute(stmt)).rowcount == 1
+
+
+async def count_missions(conn: AsyncConnection) -> int:
+    return int((await conn.execute(select(func.count()).select_from(t.missions))).scalar_one())
+
+
+__all__ = ["Approval", "approval_steps", "approve", "approve_sqlite", "queries"]
