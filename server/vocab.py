@@ -91,6 +91,7 @@ class EntityKind(StrEnum):
     RUN = "Run"
     ARTIFACT = "Artifact"
     EVIDENCE_PACK = "EvidencePack"
+    MISSION = "Mission"
 
 
 class MissionStatus(StrEnum):

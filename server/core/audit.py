@@ -22,6 +22,8 @@ class AuditAction(StrEnum):
     TASK_RELEASED = "task.released"
     TASK_CANCELLED = "task.cancelled"
     TASK_REJECTED = "task.rejected"
+    # Its last dependency (or the phase before its own) was approved: claimable now.
+    TASK_UNBLOCKED = "task.unblocked"
     RUN_PROGRESS = "run.progress"
     RUN_LEASE_EXPIRED = "run.lease_expired"
     RUN_DONE = "run.done"
@@ -40,6 +42,9 @@ class AuditAction(StrEnum):
     ARTIFACT_REPORTED = "artifact.reported"
     EVIDENCE_CREATED = "evidence.created"
     REVIEW_SUBMITTED = "review.submitted"
+    MISSION_CREATED = "mission.created"
+    MISSION_COMPLETED = "mission.completed"
+    MISSION_CANCELLED = "mission.cancelled"
 
     @classmethod
     def run_moved(cls, status: RunStatus) -> AuditAction:
@@ -54,7 +59,13 @@ class AuditAction(StrEnum):
 
 # What adds something resources/list shows (tasks, issues, runs, evidence packs).
 LISTED = frozenset(
-    {AuditAction.TASK_ENQUEUED, AuditAction.ISSUE_CREATED, AuditAction.TASK_CLAIMED, AuditAction.EVIDENCE_CREATED}
+    {
+        AuditAction.TASK_ENQUEUED,
+        AuditAction.ISSUE_CREATED,
+        AuditAction.TASK_CLAIMED,
+        AuditAction.EVIDENCE_CREATED,
+        AuditAction.MISSION_CREATED,
+    }
 )
 
 

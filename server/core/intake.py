@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
+from server.core import graph
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum
@@ -35,7 +36,12 @@ async def enqueue_task(
     context_summary: str | None = None,
     idempotency_key: str | None = None,
     create_cwom: bool = True,
+    mission_id: str | None = None,
+    phase: int | None = None,
+    depends_on: list[str] | None = None,
 ) -> r.Enqueued:
+    """A task on the queue, behind the policy gate; with `mission_id`, one of that mission's (DESIGN 11)."""
+    deps = graph.check_placement(mission_id, phase, depends_on)
     request = gate(
         core,
         objective=objective,
@@ -51,22 +57,29 @@ async def enqueue_task(
     )
     if idempotency_key is not None:
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
-    request_hash = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+    placement = {"mission_id": mission_id, "phase": phase, "depends_on": deps} if mission_id is not None else {}
+    request_hash = hashlib.sha256(json.dumps({**request, **placement}, sort_keys=True).encode()).hexdigest()
 
     async with core.db.write() as conn:
         if idempotency_key is not None:
             existing = await queries.get_task_by_idempotency_key(conn, actor.claimant, idempotency_key)
             if existing is not None:
                 return _duplicate(existing, request_hash)
-        task, issue, packet, snapshot, audit = bundle(core, actor, request, idempotency_key, request_hash)
-        inserted = await queries.insert_task_bundle(conn, task, issue, packet, snapshot, audit)
+        rows = bundle(core, actor, request, idempotency_key, request_hash)
+        dependencies = []
+        if mission_id is not None:
+            dependencies = await graph.place(core, conn, rows.task, mission_id, phase, deps)
+            rows.audit[0]["after"] = {**rows.audit[0]["after"], "status": rows.task["status"], "mission_id": mission_id}
+        inserted = await queries.insert_task_bundle(conn, rows)
         if not inserted:
             assert idempotency_key is not None
             winner = await queries.get_task_by_idempotency_key(conn, actor.claimant, idempotency_key)
             assert winner is not None
             return _duplicate(winner, request_hash)
+        await graph.store_dependencies(conn, dependencies)
+    task = rows.task
     return r.Enqueued(
-        task_id=task["id"], trace_id=task["trace_id"], status=TaskStatus.QUEUED, cwom_issue_id=task["issue_id"]
+        task_id=task["id"], trace_id=task["trace_id"], status=task["status"], cwom_issue_id=task["issue_id"]
     )
 
 
@@ -124,11 +137,18 @@ def check_target_path(path: str) -> str:
 
 
 def bundle(
-    core: Core, actor: Actor, req: dict[str, Any], key: str | None, request_hash: str
-) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]]]:
+    core: Core,
+    actor: Actor,
+    req: dict[str, Any],
+    key: str | None,
+    request_hash: str | None,
+    *,
+    task_id: str | None = None,
+) -> queries.TaskBundle:
+    """The rows a gated request is stored as (a queued task; missions make theirs blocked where they wait)."""
     now = datetime.now(UTC)
     ts = core.now()
-    task_id, trace_id = new_id(), new_id()
+    task_id, trace_id = task_id or new_id(), new_id()
     issue = packet = snapshot = None
     audit = []
     if req["create_cwom"]:
@@ -192,7 +212,7 @@ def bundle(
     }
     after = {"status": TaskStatus.QUEUED, "priority": req["priority"], "operation": req["operation"]}
     audit.insert(0, audit_row(actor, AuditAction.TASK_ENQUEUED, EntityKind.TASK, task_id, None, after, trace_id))
-    return task, issue, packet, snapshot, audit
+    return queries.TaskBundle(task, issue, packet, snapshot, audit)
 
 
 def _duplicate(existing: RowMapping, request_hash: str) -> r.Enqueued:

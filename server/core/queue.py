@@ -6,17 +6,15 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server.core import graph, views
 from server.core import results as r
-from server.core import views
-from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import claims, counts, listing, queries
 from server.errors import ErrorCode, JctError, invalid
-from server.vocab import EntityKind, IssueStatus, Operation, Priority, ReviewState, RunStatus, TaskStatus
+from server.vocab import Operation, Priority, ReviewState, TaskStatus
 
 LISTABLE_STATUSES = (*(status.value for status in TaskStatus), "all")
 
@@ -55,6 +53,8 @@ async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
     if claimed is None:
         async with core.db.read() as conn:
             task = await queries.get_task(conn, task_id)
+            if task is not None and task["status"] == TaskStatus.BLOCKED:
+                raise await graph.blocked(conn, task)
         if task is None:
             raise JctError(
                 ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Use jct_list_tasks to find queued tasks."
@@ -143,77 +143,9 @@ def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
         "constraints": views.constraints(snapshot_row, row),
         "context_packet": views.context_packet(packet if packet["id"] is not None else None),
         "constraint_snapshot": views.constraint_snapshot(snapshot_row, row),
+        "mission_id": row["mission_id"],
+        "decisions": [r.DecisionView.model_validate(d) for d in row["decisions"]] if row["mission_id"] else None,
     }
-
-
-# --- cancel ------------------------------------------------------------------------------
-
-
-CANCEL_ROUNDS = 5
-
-
-async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.Cancelled:
-    """Cancel a queued or running task, and its running run.
-
-    Locks are taken run first, then task: the order the fence and the sweeper use, so cancel
-    never deadlocks with a complete, release or expiry of the same task. A claim that commits
-    between the two steps makes the guarded task update miss; the next round cancels its run too.
-    """
-    task_id = parse_id(task_id, "task_id")
-    check_text(reason, "reason", Limits.REASON)
-    ts = core.now()
-    async with core.db.write() as conn:
-        cancelled_runs: list[str] = []
-        before: RowMapping | None = None
-        task: RowMapping | None = None
-        for _ in range(CANCEL_ROUNDS):
-            cancelled_runs += await queries.cancel_running_runs(conn, task_id, ts)
-            before = await queries.get_task(conn, task_id)
-            if before is None:
-                raise JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id.")
-            task = await queries.cancel_task_row(
-                conn,
-                task_id,
-                {
-                    "status": TaskStatus.CANCELLED,
-                    "active_run_id": None,
-                    "completed_at": ts,
-                    "error": f"cancelled: {reason}",
-                },
-                known_runs=cancelled_runs,
-            )
-            if task is not None or before["status"] not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
-                break
-        if task is None:
-            status = before["status"] if before is not None else "changing"
-            raise invalid(
-                f"Task {task_id} is {status}; only queued or running tasks can be cancelled.",
-                "Nothing to do: the task has already ended.",
-            )
-        audit = [
-            audit_row(
-                actor,
-                AuditAction.TASK_CANCELLED,
-                EntityKind.TASK,
-                task_id,
-                {"status": TaskStatus.RUNNING if cancelled_runs else TaskStatus.QUEUED},
-                {"status": TaskStatus.CANCELLED, "reason": reason},
-                task["trace_id"],
-            )
-        ]
-        for run_id in cancelled_runs:
-            moved = ({"status": RunStatus.RUNNING}, {"status": RunStatus.CANCELLED})
-            audit.append(audit_row(actor, AuditAction.RUN_CANCELLED, EntityKind.RUN, run_id, *moved, None))
-        if task["issue_id"] is not None:
-            cancelled = {"status": IssueStatus.CANCELLED}
-            await queries.update_issue(conn, task["issue_id"], {**cancelled, "updated_at": ts})
-            audit.append(
-                audit_row(actor, AuditAction.ISSUE_CANCELLED, EntityKind.ISSUE, task["issue_id"], None, cancelled, None)
-            )
-        await queries.insert_audit(conn, audit)
-    return r.Cancelled(
-        task_id=task_id, task_status=TaskStatus.CANCELLED, run_id=cancelled_runs[-1] if cancelled_runs else None
-    )
 
 
 # --- stats -------------------------------------------------------------------------------

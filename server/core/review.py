@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, assert_never
 
 from sqlalchemy import ColumnElement, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import prover, results, views
+from server.core import missions, prover, results, views
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
@@ -37,8 +38,12 @@ def settle_completion(
 ) -> tuple[list[changes.Write], results.Completion]:
     """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: the writes, made in the fenced change."""
     pack_id = new_id()
+    # A run with a blocker only a person can lift is never approved automatically.
     auto = (
-        success and core.settings.review_auto_approve and evidence.verdict in core.settings.review_auto_approve_verdicts
+        success
+        and core.settings.review_auto_approve
+        and evidence.verdict in core.settings.review_auto_approve_verdicts
+        and not run.get("requires_human", False)
     )
     run_status: RunStatus
     issue_status: IssueStatus
@@ -167,6 +172,9 @@ def settle_completion(
             )
         )
     writes.append(changes.insert_audit(audit))
+    if auto:
+        # What waits for this task may go now (its mission's dependents and next phase).
+        writes.append(changes.Approve(task["id"], partial(missions.approval_audit, POLICY)))
 
     if not success:
         outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
@@ -281,6 +289,7 @@ async def submit_review(
         match choice:
             case Decision.APPROVED:
                 run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task["status"])
+                await missions.approved(core, conn, actor, task["id"])
             case Decision.REJECTED:
                 run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
                 await queries.update_task(

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import leases, prover, results, review, views
+from server.core import events, leases, prover, results, review, views
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core
@@ -216,6 +216,7 @@ async def report_progress(
     progress: int | None = None,
     kind: str = "progress",
     run_id: str | None = None,
+    data: object = None,
 ) -> results.ProgressReported:
     task_id = parse_id(task_id, "task_id")
     fence = leases.fence_for(core, actor, task_id, run_id)
@@ -223,6 +224,7 @@ async def report_progress(
     event_kind = parse_enum(EventKind, kind, "kind")
     if progress is not None and not 0 <= progress <= 100:
         raise invalid(f"progress {progress} is outside 0..100.", "Give a percentage from 0 to 100, or omit it.")
+    checked = events.check_data(event_kind, message, data)
     ts = core.now()
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.ProgressReported]:
@@ -232,7 +234,7 @@ async def report_progress(
             "kind": event_kind.value,
             "message": message,
             "progress": progress,
-            "data": None,
+            "data": checked,
             "created_at": ts,
         }
         after = {
@@ -244,7 +246,11 @@ async def report_progress(
         reported = results.ProgressReported(
             event_id=0, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
         )
-        return [changes.insert_run_event(event), changes.insert_audit(audit)], reported
+        writes: list[changes.Write] = [changes.insert_run_event(event), changes.insert_audit(audit)]
+        if events.needs_a_person(event_kind, checked):
+            # Only a person lifts it: the run is never approved automatically (server/core/review.py).
+            writes.append(changes.update_run(run["id"], {"requires_human": True}, status_in=(RunStatus.RUNNING,)))
+        return writes, reported
 
     changed = await _fenced_change(core, fence, decide)
     if changed is None:

@@ -26,7 +26,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningUpdate
 
-from server.db import leases, queries, rawsqlite
+from server.db import leases, missions, queries, rawsqlite
 from server.db import tables as t
 from server.db.leases import Fence
 
@@ -35,7 +35,7 @@ R = TypeVar("R")
 
 
 # What a completion reads of its task and of the run's artifacts (the prover's input).
-TASK_FIELDS = ("id", "issue_id", "trace_id", "operation", "target_path", "time_budget_seconds")
+TASK_FIELDS = ("id", "issue_id", "trace_id", "operation", "target_path", "time_budget_seconds", "mission_id")
 ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri")
 
 
@@ -70,7 +70,16 @@ class Update:
     required: bool = False
 
 
-Write = Insert | Update
+@dataclass(frozen=True)
+class Approve:
+    """The task's work is approved: what waits for it may go (server/db/missions.py), after the other writes.
+    `audit` turns what the approval unblocked into audit rows of the same transaction."""
+
+    task_id: str
+    audit: Callable[[missions.Approval], Sequence[Values]]
+
+
+Write = Insert | Update | Approve
 Decide = Callable[[Facts], tuple[Sequence[Write], R]]
 
 
@@ -145,6 +154,9 @@ def change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, co
             row_id = rawsqlite.insert(db, write.table, write.rows)
             if write.returns_id:
                 inserted_id = row_id
+        elif isinstance(write, Approve):
+            approval = missions.approve_sqlite(db, write.task_id, rawsqlite.server_now())
+            rawsqlite.insert(db, t.audit_log, queries.stamped(write.audit(approval)))
         elif rawsqlite.update(db, write.table, write.row_id, write.values, write.status_in) is None and write.required:
             raise RowMissed(write.table.name, write.row_id)
     return Changed(result, inserted_id)
@@ -197,7 +209,12 @@ async def change_postgres(
     if facts is None:
         return None
     writes, result = await anyio.to_thread.run_sync(decide, facts)
-    return Changed(result, await _write_postgres(conn, writes))
+    inserted_id = await _write_postgres(conn, [write for write in writes if not isinstance(write, Approve)])
+    for write in writes:
+        if isinstance(write, Approve):
+            approval = await missions.approve(conn, write.task_id, rawsqlite.server_now())
+            await queries.insert_audit(conn, write.audit(approval))
+    return Changed(result, inserted_id)
 
 
 async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
@@ -260,7 +277,7 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
     )
 
 
-async def _write_postgres(conn: AsyncConnection, writes: Sequence[Write]) -> int | None:
+async def _write_postgres(conn: AsyncConnection, writes: Sequence[Insert | Update]) -> int | None:
     """Every write as data-modifying CTEs of a single statement; it returns what each required update matched
     (and the id of an insert that hands one back).
 

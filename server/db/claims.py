@@ -36,6 +36,9 @@ class ClaimRequest:
     repo_prefix: str | None = None
 
 
+# How many of its mission's decisions a claim of a mission's task carries, newest first.
+DECISIONS_SHOWN = 10
+
 # What a claim hands back: the task's columns, the run's attempt and lease, and the briefing
 # (latest context packet and constraint snapshot, prefixed), in one flat row.
 TASK_COLUMNS = (
@@ -51,6 +54,7 @@ TASK_COLUMNS = (
     "time_budget_seconds",
     "constraint_snapshot_id",
     "active_run_id",
+    "mission_id",
 )
 PACKET_COLUMNS = (
     "id",
@@ -115,8 +119,15 @@ audit AS (
            '{{"status": "ready"}}'::jsonb, '{{"status": "running"}}'::jsonb, claimed.trace_id
     FROM issue, claimed
 )
--- The briefing rides back with the claim: no second round trip.
-SELECT claimed.*, run.attempt, run.lease_expires_at, {briefing_columns}
+-- The briefing rides back with the claim: no second round trip. A mission's task also gets the decisions made
+-- in its mission so far, newest first (none for a task of no mission: the subquery finds no mission_id).
+SELECT claimed.*, run.attempt, run.lease_expires_at, {briefing_columns},
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('data', d.data, 'task_id', d.task_id, 'run_id', d.run_id,
+                                                  'at', d.created_at) ORDER BY d.id DESC), '[]'::jsonb)
+     FROM (SELECT e.id, e.data, r.task_id, e.run_id, e.created_at
+           FROM tasks mt JOIN runs r ON r.task_id = mt.id JOIN run_events e ON e.run_id = r.id
+           WHERE mt.mission_id = claimed.mission_id AND e.kind = 'decision'
+           ORDER BY e.id DESC LIMIT {decisions}) d) AS decisions
 FROM claimed CROSS JOIN run
 LEFT JOIN LATERAL (
     SELECT * FROM context_packets p WHERE p.issue_id = claimed.issue_id ORDER BY p.version DESC LIMIT 1
@@ -166,6 +177,7 @@ async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str, 
         picked=picked,
         task_columns=", ".join(f"tasks.{c}" for c in TASK_COLUMNS),
         briefing_columns=BRIEFING_SQL,
+        decisions=DECISIONS_SHOWN,
     )
     row = (await conn.execute(text(sql), params)).mappings().first()
     return None if row is None else dict(row)
@@ -270,7 +282,29 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
         row[name] = json.loads(row[name]) if row[name] is not None else None
     for name in ("snapshot_allow_network", "snapshot_allow_secrets"):
         row[name] = bool(row[name]) if row[name] is not None else None
+    row["decisions"] = _decisions_sqlite(db, claimed["mission_id"])
     return claimed | row | {"attempt": attempt, "lease_expires_at": lease_expires_at}
+
+
+def _decisions_sqlite(db: sqlite3.Connection, mission_id: str | None) -> list[dict[str, Any]]:
+    """The decisions made in the mission so far, newest first (the PostgreSQL claim's `decisions`)."""
+    if mission_id is None:
+        return []
+    cursor = db.execute(
+        "SELECT e.data, r.task_id, e.run_id, e.created_at "
+        "FROM tasks mt JOIN runs r ON r.task_id = mt.id JOIN run_events e ON e.run_id = r.id "
+        "WHERE mt.mission_id = ? AND e.kind = 'decision' ORDER BY e.id DESC LIMIT ?",
+        (mission_id, DECISIONS_SHOWN),
+    )
+    return [
+        {
+            "data": json.loads(data) if data else None,
+            "task_id": task_id,
+            "run_id": run_id,
+            "at": datetime.fromisoformat(created_at).replace(tzinfo=UTC),
+        }
+        for data, task_id, run_id, created_at in cursor.fetchall()
+    ]
 
 
 _JSON_COLUMNS = (

@@ -23,10 +23,10 @@ from typing import Any
 from sqlalchemy import RowMapping, bindparam, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.db import queries, rawsqlite
+from server.db import rawsqlite
 from server.db import tables as t
 from server.db.types import UTCDateTime
-from server.vocab import MissionStatus, TaskStatus
+from server.vocab import EventKind, MissionStatus, ReviewState, RunStatus, TaskStatus
 
 Values = Mapping[str, Any]
 
@@ -164,9 +164,27 @@ async def mission_by_idempotency_key(conn: AsyncConnection, scope: str, key: str
     return row
 
 
-async def phases_of(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+async def phases_of(conn: AsyncConnection, mission_id: str, *, lock: bool = False) -> Sequence[RowMapping]:
+    """The phases in order; `lock`: held until commit (PostgreSQL), so no approval moves them meanwhile."""
     query = select(t.mission_phases).where(t.mission_phases.c.mission_id == mission_id)
-    return (await conn.execute(query.order_by(t.mission_phases.c.index))).mappings().all()
+    query = query.order_by(t.mission_phases.c.index)
+    if lock and conn.dialect.name != "sqlite":
+        query = query.with_for_update()
+    return (await conn.execute(query)).mappings().all()
+
+
+async def lock_dependencies(conn: AsyncConnection, mission_id: str, task_ids: Sequence[str]) -> Sequence[RowMapping]:
+    """These tasks of the mission (those that are), locked until commit (PostgreSQL), with what decides whether
+    a new task waits for them: their phase and whether they were approved."""
+    if not task_ids:
+        return []
+    tasks = t.tasks
+    query = select(tasks.c.id, tasks.c.phase, tasks.c.approved_at).where(
+        tasks.c.id.in_(list(task_ids)), tasks.c.mission_id == mission_id
+    )
+    if conn.dialect.name != "sqlite":
+        query = query.with_for_update()
+    return (await conn.execute(query)).mappings().all()
 
 
 async def add_phase(conn: AsyncConnection, mission_id: str, index: int, name: str) -> None:
@@ -238,8 +256,89 @@ async def cancel(conn: AsyncConnection, mission_id: str, reason: str, now: Any) 
     return (await conn.execute(stmt)).rowcount == 1
 
 
-async def count_missions(conn: AsyncConnection) -> int:
-    return int((await conn.execute(select(func.count()).select_from(t.missions))).scalar_one())
+async def decisions_of(
+    conn: AsyncConnection, mission_id: str, limit: int, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The decisions recorded in the mission, newest first: {data, task_id, run_id, at}."""
+    events, runs, tasks = t.run_events, t.runs, t.tasks
+    query = (
+        select(events.c.data, runs.c.task_id, events.c.run_id, events.c.created_at.label("at"))
+        .join(runs, runs.c.id == events.c.run_id)
+        .join(tasks, tasks.c.id == runs.c.task_id)
+        .where(tasks.c.mission_id == mission_id, events.c.kind == EventKind.DECISION)
+    )
+    if since is not None:
+        query = query.where(events.c.created_at > since)
+    rows = (await conn.execute(query.order_by(events.c.id.desc()).limit(limit))).mappings().all()
+    return [dict(row) for row in rows]
 
 
-__all__ = ["Approval", "approval_steps", "approve", "approve_sqlite", "queries"]
+async def events_of(conn: AsyncConnection, mission_id: str, kinds: Sequence[str]) -> Sequence[RowMapping]:
+    """The mission's events of these kinds, with the run's requires_human flag, newest first."""
+    events, runs, tasks = t.run_events, t.runs, t.tasks
+    query = (
+        select(events, runs.c.task_id, runs.c.status.label("run_status"), runs.c.requires_human)
+        .join(runs, runs.c.id == events.c.run_id)
+        .join(tasks, tasks.c.id == runs.c.task_id)
+        .where(tasks.c.mission_id == mission_id, events.c.kind.in_(list(kinds)))
+        .order_by(events.c.id.desc())
+        .limit(1000)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def human_blocked_runs(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+    """Runs of the mission flagged for a person, still running or awaiting review."""
+    runs, tasks, packs = t.runs, t.tasks, t.evidence_packs
+    query = (
+        select(runs.c.id, runs.c.task_id, runs.c.status, tasks.c.objective)
+        .join(tasks, tasks.c.id == runs.c.task_id)
+        .outerjoin(packs, packs.c.run_id == runs.c.id)
+        .where(
+            tasks.c.mission_id == mission_id,
+            runs.c.requires_human.is_(True),
+            (runs.c.status == RunStatus.RUNNING) | (packs.c.review_state == ReviewState.PENDING),
+        )
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def review_tally(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+    """Per verdict and review state, how many evidence packs the mission's tasks have."""
+    packs, tasks = t.evidence_packs, t.tasks
+    query = (
+        select(packs.c.verdict, packs.c.review_state, func.count().label("n"))
+        .join(tasks, tasks.c.id == packs.c.task_id)
+        .where(tasks.c.mission_id == mission_id)
+        .group_by(packs.c.verdict, packs.c.review_state)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def list_missions(
+    conn: AsyncConnection, statuses: Sequence[str], after: tuple[datetime, str] | None, limit: int
+) -> Sequence[RowMapping]:
+    """Missions in these statuses, newest first, from the keyset position `after`."""
+    missions = t.missions
+    query = select(missions).where(missions.c.status.in_(list(statuses)))
+    if after is not None:
+        created_at, mission_id = after
+        query = query.where(
+            (missions.c.created_at < created_at)
+            | ((missions.c.created_at == created_at) & (missions.c.id < mission_id))
+        )
+    query = query.order_by(missions.c.created_at.desc(), missions.c.id.desc()).limit(limit)
+    return (await conn.execute(query)).mappings().all()
+
+
+async def task_totals(conn: AsyncConnection, mission_ids: Sequence[str]) -> dict[str, int]:
+    """How many tasks each mission has."""
+    if not mission_ids:
+        return {}
+    tasks = t.tasks
+    query = (
+        select(tasks.c.mission_id, func.count())
+        .where(tasks.c.mission_id.in_(list(mission_ids)))
+        .group_by(tasks.c.mission_id)
+    )
+    return {str(mission_id): int(n) for mission_id, n in (await conn.execute(query)).all()}

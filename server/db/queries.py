@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,30 +45,40 @@ async def get_task_by_idempotency_key(conn: AsyncConnection, scope: str, key: st
     return (await conn.execute(query)).mappings().first()
 
 
-async def insert_task_bundle(
-    conn: AsyncConnection,
-    task: Values,
-    issue: Values | None,
-    packet: Values | None,
-    snapshot: Values | None,
-    audit: Sequence[Values],
-) -> bool:
+@dataclass
+class TaskBundle:
+    """The rows one task is stored as: the task, its issue, first context packet and constraints, the audit."""
+
+    task: dict[str, Any]
+    issue: dict[str, Any] | None
+    packet: dict[str, Any] | None
+    snapshot: dict[str, Any] | None
+    audit: list[dict[str, Any]]
+
+
+async def insert_task_bundle(conn: AsyncConnection, bundle: TaskBundle) -> bool:
     """Insert a task with its issue, first context packet and constraints. False if the idempotency key won a race."""
     try:
         async with conn.begin_nested():
-            if issue is not None:
-                await conn.execute(insert(t.issues).values(issue))
-            if packet is not None:
-                await conn.execute(insert(t.context_packets).values(packet))
-            if snapshot is not None:
-                await conn.execute(insert(t.constraint_snapshots).values(snapshot))
-            await conn.execute(insert(t.tasks).values(task))
-            await insert_audit(conn, audit)
+            await insert_task_bundles(conn, [bundle])
     except IntegrityError:
-        if task.get("idempotency_key") is None:
+        if bundle.task.get("idempotency_key") is None:
             raise
         return False
     return True
+
+
+async def insert_task_bundles(conn: AsyncConnection, bundles: Sequence[TaskBundle]) -> None:
+    """Many tasks at once (a mission's): one multi-row INSERT per table, parents first."""
+    for table, rows in (
+        (t.issues, [b.issue for b in bundles if b.issue is not None]),
+        (t.context_packets, [b.packet for b in bundles if b.packet is not None]),
+        (t.constraint_snapshots, [b.snapshot for b in bundles if b.snapshot is not None]),
+        (t.tasks, [b.task for b in bundles]),
+    ):
+        if rows:
+            await conn.execute(insert(table).values(rows))
+    await insert_audit(conn, [row for b in bundles for row in b.audit])
 
 
 async def update_task(
@@ -84,10 +95,10 @@ async def update_task(
 async def cancel_task_row(
     conn: AsyncConnection, task_id: str, values: Values, *, known_runs: Sequence[str]
 ) -> RowMapping | None:
-    """Cancel a queued or running task, but only if its active run (if any) is one already cancelled."""
+    """Cancel a queued, blocked or running task, but only if its active run (if any) is one already cancelled."""
     stmt = update(t.tasks).where(
         t.tasks.c.id == task_id,
-        t.tasks.c.status.in_((TaskStatus.QUEUED, TaskStatus.RUNNING)),
+        t.tasks.c.status.in_((TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)),
         or_(t.tasks.c.active_run_id.is_(None), t.tasks.c.active_run_id.in_(list(known_runs))),
     )
     row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()

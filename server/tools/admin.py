@@ -8,7 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from server.core import intake, queue, results
+from server.core import cancel, intake, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, WRITE
@@ -62,4 +62,4 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         description="Cancel a queued or running task for good; a running agent's next call fails. Cannot be undone.",
     )
     async def jct_cancel_task(task_id: TaskId, reason: str, ctx: Context) -> results.Cancelled:
-        return await queue.cancel_task(core, identity.actor(ctx), task_id, reason)
+        return await cancel.cancel_task(core, identity.actor(ctx), task_id, reason)

@@ -18,7 +18,7 @@ from mcp import Client
 from sqlalchemy import insert, select
 
 from server.config import Settings
-from server.core import observe, queue, review, tokens, work
+from server.core import cancel, missions, observe, queue, review, tokens, work
 from server.core.service import Core
 from server.db import tables
 from server.db.copy import CopyError, copied_tables, copy_database
@@ -108,8 +108,26 @@ async def _live_in(core: Core) -> Lived:
     released = await enqueue(core, objective="Upgrade the ORM", operation="analysis")
     await queue.claim_task(core, BOB, released)
     await work.release_task(core, BOB, released, "Out of time")
-    await queue.cancel_task(core, ADMIN, await enqueue(core, objective="Obsolete"), "No longer needed")
+    await cancel.cancel_task(core, ADMIN, await enqueue(core, objective="Obsolete"), "No longer needed")
     await enqueue(core, objective="Still waiting", priority="P4", target_path="docs/")
+    # A mission: phases, a dependency, tasks blocked behind them.
+    task = {"operation": "docs", "target_repo": "myorg/api"}
+    await missions.create_mission(
+        core,
+        ADMIN,
+        title="Document the API",
+        goal="Every endpoint documented",
+        phases=[
+            {"name": "Survey", "tasks": [{"key": "list", "objective": "List the endpoints", **task}]},
+            {
+                "name": "Write",
+                "tasks": [
+                    {"key": "ref", "objective": "Write the reference", **task},
+                    {"key": "guide", "objective": "Write the guide", "depends_on": ["ref"], **task},
+                ],
+            },
+        ],
+    )
 
     # Doctrine is standing guidance an operator writes straight into the database; no service makes it.
     async with core.db.write() as conn:

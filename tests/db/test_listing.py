@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from server.core import queue
+from server.core import cancel, queue
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import ADMIN, enqueue
@@ -42,7 +42,7 @@ async def test_every_status_mix_pages_in_claim_order(core: Core) -> None:
         await enqueue(core, objective=f"Task {n}", priority=f"P{n % 3}", operation=operations[n % 3]) for n in range(17)
     ]
     for task_id in ids[:4]:
-        await queue.cancel_task(core, ADMIN, task_id, "Not needed.")
+        await cancel.cancel_task(core, ADMIN, task_id, "Not needed.")
     for _ in range(5):
         assert (await queue.claim_next(core, ADMIN)).claimed
     everything = await claim_order(core)

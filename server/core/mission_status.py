@@ -1,0 +1,188 @@
+"""Where a mission stands (DESIGN section 11): progress, phases, blockers, what is claimable next, decisions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import RowMapping
+
+from server.core import results as r
+from server.core.graph import mission_not_found
+from server.core.models import parse_enum, parse_id
+from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.db import missions as q
+from server.errors import invalid
+from server.vocab import EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
+
+DECISIONS_SHOWN = 20
+CLAIMABLE_SHOWN = 20
+INCLUDES = frozenset({"tasks"})
+DEPENDENCY_ENDED = (TaskStatus.FAILED, TaskStatus.CANCELLED)
+
+
+async def get_mission(
+    core: Core,
+    mission_id: str,
+    *,
+    include: Sequence[str] | None = None,
+    phase: int | None = None,
+    since: str | None = None,
+) -> r.MissionView:
+    """The mission's page. `include=["tasks"]` adds every task (of `phase` only, if given); `since` (ISO time)
+    keeps only the decisions made after it."""
+    mission_id = parse_id(mission_id, "mission_id")
+    wanted = set(include or ())
+    if wanted - INCLUDES:
+        raise invalid(f"include {sorted(wanted - INCLUDES)} is not known.", "include may name: tasks.")
+    after = _since(since)
+    async with core.db.read() as conn:
+        mission = await q.get_mission(conn, mission_id)
+        if mission is None:
+            raise mission_not_found(mission_id)
+        phases = await q.phases_of(conn, mission_id)
+        tasks = await q.tasks_of(conn, mission_id, 10_000)
+        deps = await q.dependencies_of(conn, [task["id"] for task in tasks])
+        decisions = await q.decisions_of(conn, mission_id, DECISIONS_SHOWN, after)
+        milestones = await q.events_of(conn, mission_id, [EventKind.MILESTONE])
+        humans = await q.human_blocked_runs(conn, mission_id)
+        tally = await q.review_tally(conn, mission_id)
+    depends: dict[str, list[str]] = {}
+    for row in deps:
+        depends.setdefault(str(row["task_id"]), []).append(str(row["depends_on"]))
+    shown = [_task(task, depends) for task in tasks]
+    if phase is not None and not any(p["index"] == phase for p in phases):
+        raise invalid(f"Mission {mission_id} has no phase {phase}.", f"Phases run 0..{len(phases) - 1}.")
+    return r.MissionView(
+        mission=r.MissionDetail.model_validate(dict(mission)),
+        progress=_progress(mission, shown, milestones, tally),
+        phases=_phases(phases, shown),
+        blockers=_blockers(shown, humans),
+        claimable=[task for task in shown if task.status == TaskStatus.QUEUED][:CLAIMABLE_SHOWN],
+        decisions=[r.DecisionView.model_validate(d) for d in decisions],
+        tasks=[task for task in shown if phase is None or task.phase == phase] if "tasks" in wanted else None,
+    )
+
+
+def _since(since: str | None) -> datetime | None:
+    if since is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(since)
+    except (TypeError, ValueError):
+        raise invalid(f"since {since!r} is not an ISO 8601 time.", "e.g. 2026-11-22T10:00:00Z") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _task(task: RowMapping, depends: Mapping[str, list[str]]) -> r.MissionTask:
+    return r.MissionTask.model_validate(
+        {**task, "approved": task["approved_at"] is not None, "depends_on": depends.get(task["id"], [])}
+    )
+
+
+def _progress(
+    mission: RowMapping, tasks: Sequence[r.MissionTask], milestones: Sequence[Any], tally: Sequence[RowMapping]
+) -> r.MissionProgress:
+    approved = sum(task.approved for task in tasks)
+    end = mission["completed_at"] or datetime.now(UTC)
+    verdicts: Counter[str] = Counter()
+    rounds = 0
+    for row in tally:
+        verdicts[str(row["verdict"])] += int(row["n"])
+        if row["review_state"] == ReviewState.NEEDS_CHANGES:
+            rounds += int(row["n"])
+    return r.MissionProgress(
+        total=len(tasks),
+        approved=approved,
+        percent_done=round(100 * approved / len(tasks)) if tasks else 100,
+        tasks_by_status=dict(Counter(str(task.status) for task in tasks)),
+        milestones=len(milestones),
+        review_rounds=rounds,
+        verdicts=dict(verdicts),
+        elapsed_seconds=max(0.0, (end - mission["created_at"]).total_seconds()),
+    )
+
+
+def _phases(phases: Sequence[RowMapping], tasks: Sequence[r.MissionTask]) -> list[r.PhaseView]:
+    views = []
+    open_seen = False
+    for phase in phases:
+        mine = [task for task in tasks if task.phase == phase["index"]]
+        approved = sum(task.approved for task in mine)
+        if approved == len(mine):
+            status = PhaseStatus.DONE
+        elif not open_seen:
+            status, open_seen = PhaseStatus.ACTIVE, True
+        else:
+            status = PhaseStatus.PENDING
+        views.append(
+            r.PhaseView(index=phase["index"], name=phase["name"], status=status, total=len(mine), approved=approved)
+        )
+    return views
+
+
+def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> list[r.Blocker]:
+    """What keeps the mission from finishing by itself, each with the action that lifts it."""
+    by_id = {task.task_id: task for task in tasks}
+    blockers = []
+    for task in tasks:
+        if task.status in DEPENDENCY_ENDED and not task.approved:
+            blockers.append(
+                r.Blocker(
+                    task_id=task.task_id,
+                    kind="failed" if task.status == TaskStatus.FAILED else "cancelled",
+                    reason=f"the task {task.status}: {' '.join(task.objective.split())[:80]}",
+                    action="Requeue it with feedback (an admin: jct requeue TASK_ID) or cancel the mission.",
+                )
+            )
+        elif task.status == TaskStatus.BLOCKED:
+            ended = [d for d in task.depends_on if d in by_id and by_id[d].status in DEPENDENCY_ENDED]
+            if ended:
+                blockers.append(
+                    r.Blocker(
+                        task_id=task.task_id,
+                        kind="dependency_failed",
+                        reason=f"it waits for {', '.join(ended)}, which ended {by_id[ended[0]].status}",
+                        action="Requeue the dependency (an admin) or cancel the mission.",
+                    )
+                )
+    for run in humans:
+        blockers.append(
+            r.Blocker(
+                task_id=str(run["task_id"]),
+                kind="human",
+                reason=f"run {run['id']} reported a blocker only a person can lift",
+                action="A person reviews the run (jct_submit_review, or the dashboard) and answers the blocker.",
+            )
+        )
+    return blockers
+
+
+# --- listing --------------------------------------------------------------------------------
+
+
+async def list_missions(
+    core: Core, *, status: str = "active", limit: int = 10, cursor: str | None = None
+) -> r.MissionList:
+    statuses = [s.value for s in MissionStatus] if status == "all" else [parse_enum(MissionStatus, status, "status")]
+    check_limit(limit)
+    after = None
+    if cursor is not None:
+        created_at, mission_id = decode_cursor(cursor, "time", "id")
+        after = (created_at, mission_id)
+    async with core.db.read() as conn:
+        rows = await q.list_missions(conn, statuses, after, limit + 1)
+        page = rows[:limit]
+        totals = await q.task_totals(conn, [row["id"] for row in page])
+    next_cursor = None
+    if len(rows) > limit:
+        next_cursor = encode_cursor(page[-1]["created_at"].isoformat(), page[-1]["id"])
+    summaries = []
+    for row in page:
+        total = totals.get(str(row["id"]), 0)
+        summaries.append(
+            r.MissionSummary.model_validate({**row, "total": total, "approved": total - int(row["remaining"])})
+        )
+    return r.MissionList(missions=summaries, count=len(page), next_cursor=next_cursor)
