@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from server.app import create_app
 from server.config import Settings
-from server.core import queue, work
+from server.core import completion, queue, work
 from server.core.models import Actor
 from server.core.service import Core
 from tests.transports.conftest import free_port, server_env, subprocess_env
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/x"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-ALL_TOOLS = 18
+ALL_TOOLS = 22
 
 
 def settings_for(url: str, tmp_path: Path, **overrides: Any) -> Settings:
@@ -301,7 +301,7 @@ async def test_reviews_review_and_show_run_and_evidence(tmp_path: Path) -> None:
         await work.report_artifact(
             core, agent, claim.task_id, title="Runbook", artifact_type="doc", content="# Runbook"
         )
-        done = await work.complete_task(core, agent, claim.task_id, success=True, summary="Wrote it")
+        done = await completion.complete_task(core, agent, claim.task_id, success=True, summary="Wrote it")
     finally:
         await core.db.dispose()
     pack_id = done.evidence_pack.id

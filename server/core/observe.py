@@ -7,12 +7,46 @@ import anyio
 from server.core import results, views
 from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
-from server.db import queries
+from server.db import missions, queries
+from server.db.claims import DECISIONS_SHOWN
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind
 
 RUN_EVENTS_SHOWN = 50
 RUNS_SHOWN = 20
+
+
+async def get_context(core: Core, task_id: str) -> results.TaskContext:
+    task_id = parse_id(task_id, "task_id")
+    async with core.db.read() as conn:
+        task = await queries.get_task(conn, task_id)
+        if task is None:
+            raise JctError(
+                ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id you were given."
+            )
+        issue = packet = None
+        doctrine: list[results.DoctrineRef] = []
+        if task["issue_id"] is not None:
+            issue_row = await queries.get_issue(conn, task["issue_id"])
+            issue = views.issue(issue_row) if issue_row is not None else None
+            packet = await queries.latest_context_packet(conn, task["issue_id"])
+            doctrine = [
+                results.DoctrineRef(id=d["id"], namespace=d["namespace"], name=d["name"], body=d["body"])
+                for d in await queries.doctrine_for_issue(conn, task["issue_id"])
+            ]
+        snapshot_id = task["constraint_snapshot_id"]
+        snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
+        mission_id = task["mission_id"]
+        decisions = await missions.decisions_of(conn, mission_id, DECISIONS_SHOWN) if mission_id else None
+    return results.TaskContext(
+        task_id=task_id,
+        issue=issue,
+        context_packet=views.context_packet(packet),
+        constraint_snapshot=views.constraint_snapshot(snapshot, task),
+        doctrine_refs=doctrine,
+        mission_id=mission_id,
+        decisions=[results.DecisionView.model_validate(d) for d in decisions] if decisions is not None else None,
+    )
 
 
 async def get_task(core: Core, task_id: str) -> results.TaskView:

@@ -6,21 +6,17 @@ run must be the task's active run with a live lease. Passing it renews the lease
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import events, leases, prover, results, review, views
+from server.core import events, leases, results
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core
-from server.core.text import parse_json, storable
 from server.db import changes, queries
 from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
@@ -32,35 +28,10 @@ PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
 R = TypeVar("R")
 
 
-async def get_context(core: Core, task_id: str) -> results.TaskContext:
-    task_id = parse_id(task_id, "task_id")
-    async with core.db.read() as conn:
-        task = await _task(conn, task_id)
-        issue = packet = None
-        doctrine: list[results.DoctrineRef] = []
-        if task["issue_id"] is not None:
-            issue_row = await queries.get_issue(conn, task["issue_id"])
-            issue = views.issue(issue_row) if issue_row is not None else None
-            packet = await queries.latest_context_packet(conn, task["issue_id"])
-            doctrine = [
-                results.DoctrineRef(id=d["id"], namespace=d["namespace"], name=d["name"], body=d["body"])
-                for d in await queries.doctrine_for_issue(conn, task["issue_id"])
-            ]
-        snapshot_id = task["constraint_snapshot_id"]
-        snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
-    return results.TaskContext(
-        task_id=task_id,
-        issue=issue,
-        context_packet=views.context_packet(packet),
-        constraint_snapshot=views.constraint_snapshot(snapshot, task),
-        doctrine_refs=doctrine,
-    )
-
-
 # --- the fence ---------------------------------------------------------------------------
 
 
-async def _task(conn: AsyncConnection, task_id: str) -> RowMapping:
+async def task_row(conn: AsyncConnection, task_id: str) -> RowMapping:
     task = await queries.get_task(conn, task_id)
     if task is None:
         raise JctError(
@@ -69,7 +40,7 @@ async def _task(conn: AsyncConnection, task_id: str) -> RowMapping:
     return task
 
 
-async def _fenced_change(
+async def fenced_change(
     core: Core, fence: Fence, decide: changes.Decide[R], *, completion: bool = False
 ) -> changes.Changed[R] | None:
     """Pass the fence and make `decide`'s writes in one transaction, in as few trips as the dialect allows
@@ -81,7 +52,7 @@ async def _fenced_change(
         return await changes.change_postgres(conn, fence, decide, completion=completion)
 
 
-async def _refused(core: Core, fence: Fence) -> JctError:
+async def refused(core: Core, fence: Fence) -> JctError:
     async with core.db.read() as conn:
         return await leases.refusal(core, conn, fence)
 
@@ -163,9 +134,9 @@ async def report_artifact(
         )
         return [changes.insert_artifact(artifact), changes.insert_audit(audit)], reported
 
-    changed = await _fenced_change(core, fence, decide)
+    changed = await fenced_change(core, fence, decide)
     if changed is None:
-        raise await _refused(core, fence)
+        raise await refused(core, fence)
     return changed.result
 
 
@@ -252,148 +223,11 @@ async def report_progress(
             writes.append(changes.update_run(run["id"], {"requires_human": True}, status_in=(RunStatus.RUNNING,)))
         return writes, reported
 
-    changed = await _fenced_change(core, fence, decide)
+    changed = await fenced_change(core, fence, decide)
     if changed is None:
-        raise await _refused(core, fence)
+        raise await refused(core, fence)
     assert changed.inserted_id is not None
     return changed.result.model_copy(update={"event_id": changed.inserted_id})
-
-
-# --- complete ----------------------------------------------------------------------------
-
-
-async def complete_task(
-    core: Core,
-    actor: Actor,
-    task_id: str,
-    *,
-    success: bool,
-    summary: str,
-    outputs: str | dict[str, Any] | None = None,
-    error_message: str | None = None,
-    criteria_results: list[dict[str, Any]] | None = None,
-    telemetry: dict[str, Any] | None = None,
-    run_id: str | None = None,
-) -> results.Completion:
-    task_id = parse_id(task_id, "task_id")
-    fence = leases.fence_for(core, actor, task_id, run_id)
-    check_text(summary, "summary", Limits.SUMMARY)
-    if error_message is not None:
-        check_text(error_message, "error_message", Limits.MESSAGE, required=False)
-    parsed_outputs = _parse_outputs(outputs)
-    checked_telemetry = _check_telemetry(telemetry)
-    if criteria_results is not None and not isinstance(criteria_results, list):
-        raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
-
-    ts = core.now()
-
-    def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Completion]:
-        task, run = facts.task, facts.run
-        criteria = facts.acceptance_criteria
-        evidence = prover.prove(
-            prover.ProverInput(
-                operation=task["operation"],
-                success=success,
-                target_path=task["target_path"],
-                time_budget_seconds=task["time_budget_seconds"],
-                duration_seconds=(datetime.now(UTC) - run["started_at"]).total_seconds(),
-                acceptance_criteria=criteria,
-                claims=prover.resolve_claims(criteria, criteria_results or []),
-                artifacts=tuple(_prover_artifact(core, a) for a in facts.artifacts),
-            )
-        )
-        return review.settle_completion(
-            core,
-            actor,
-            task=task,
-            run=run,
-            evidence=evidence,
-            success=success,
-            summary=summary,
-            outputs=parsed_outputs,
-            error_message=error_message,
-            telemetry=checked_telemetry,
-            ts=ts,
-        )
-
-    try:
-        changed = await _fenced_change(core, fence, decide, completion=True)
-    except changes.RowMissed:
-        raise JctError(
-            ErrorCode.TASK_NOT_CLAIMED,
-            f"Task {task_id} ended while completing (it was cancelled or expired); nothing was recorded.",
-            "Use jct_get_task to see where the task stands.",
-        ) from None
-    if changed is not None:
-        return changed.result
-    # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
-    async with core.db.read() as conn:
-        recorded = await _recorded_outcome(core, conn, fence)
-        if recorded is not None:
-            return recorded
-        raise await leases.refusal(core, conn, fence)
-
-
-def _prover_artifact(core: Core, row: Mapping[str, Any]) -> prover.ProverArtifact:
-    """Called off the event loop: it reads stored content."""
-    content = None
-    if row["stored"] and row["type"] in PROVED_CONTENT:
-        content, _total, _more = core.store.read_text(row["uri"], 0, core.settings.max_artifact_bytes)
-    return prover.ProverArtifact(id=row["id"], type=row["type"], title=row["title"], content=content)
-
-
-async def _recorded_outcome(core: Core, conn: AsyncConnection, fence: Fence) -> results.Completion | None:
-    """A retried completion: the caller's run already has its evidence, so report that, change nothing."""
-    mine = await leases.claimant_run(core, conn, fence)
-    if mine is None:
-        return None
-    pack = await queries.evidence_pack_for_run(conn, mine["id"])
-    if pack is None:
-        return None
-    task_id = fence.task_id
-    task = await _task(conn, task_id)
-    decision = await queries.review_decision_for_pack(conn, pack["id"])
-    return results.Completion(
-        task_id=task_id,
-        task_status=task["status"],
-        run_id=mine["id"],
-        run_status=mine["status"],
-        evidence_pack=views.evidence_summary(pack),
-        review=review.outcome_of(pack, decision),
-        duplicate=True,
-    )
-
-
-def _parse_outputs(outputs: str | dict[str, Any] | None) -> Any:
-    if outputs is None:
-        return None
-    if isinstance(outputs, dict):
-        storable(outputs, "outputs")
-        text = json.dumps(outputs)
-    else:
-        text = outputs
-    if len(text) > Limits.OUTPUTS:
-        raise invalid(
-            f"outputs is {len(text)} characters; the limit is {Limits.OUTPUTS}.", "Report large data as an artifact."
-        )
-    if isinstance(outputs, dict):
-        return outputs
-    return parse_json(outputs, "outputs")
-
-
-def _check_telemetry(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
-    if telemetry is None:
-        return None
-    if not isinstance(telemetry, dict):
-        raise invalid("telemetry must be an object.", 'Send e.g. {"tokens_input": 1200, "cost_usd": 0.02}.')
-    storable(telemetry, "telemetry")
-    for key in TELEMETRY_NUMBERS:
-        value = telemetry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-            raise invalid(f"telemetry.{key} must be a non-negative number.", f"Send {key} as a number, or omit it.")
-    if len(json.dumps(telemetry)) > 16_000:
-        raise invalid("telemetry is larger than 16,000 characters.", "Keep telemetry to a few numbers.")
-    return telemetry
 
 
 # --- release -----------------------------------------------------------------------------
@@ -454,7 +288,7 @@ async def release_task(
         return writes, results.Released(task_id=task_id, run_id=run["id"], task_status=TaskStatus.QUEUED)
 
     try:
-        changed = await _fenced_change(core, fence, decide)
+        changed = await fenced_change(core, fence, decide)
     except changes.RowMissed:
         raise JctError(
             ErrorCode.TASK_NOT_CLAIMED,
@@ -462,5 +296,5 @@ async def release_task(
             "Nothing to do; use jct_get_task to see where the task stands.",
         ) from None
     if changed is None:
-        raise await _refused(core, fence)
+        raise await refused(core, fence)
     return changed.result

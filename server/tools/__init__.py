@@ -10,14 +10,15 @@ from mcp.server import MCPServer
 
 from server.core.service import Core
 from server.identity import Identity
-from server.tools import admin, observe, review, worker
+from server.tools import admin, missions, observe, review, worker
 
 Register = Callable[[MCPServer[Any], Core, Identity], None]
-TOOLSETS: dict[str, Register] = {
-    "worker": worker.register,
-    "observe": observe.register,
-    "review": review.register,
-    "admin": admin.register,
+# Each toolset's tools, by module: one module per toolset, plus a feature's tools in the toolsets they belong to.
+TOOLSETS: dict[str, tuple[Register, ...]] = {
+    "worker": (worker.register, missions.register_worker),
+    "observe": (observe.register, missions.register_observe),
+    "review": (review.register,),
+    "admin": (admin.register, missions.register_admin),
 }
 
 
@@ -26,7 +27,8 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
     toolset_of: dict[str, str] = {}
     for name in toolsets:
         before = {tool.name for tool in server._tool_manager.list_tools()}
-        TOOLSETS[name](server, core, identity)
+        for register in TOOLSETS[name]:
+            register(server, core, identity)
         for tool in server._tool_manager.list_tools():
             if tool.name not in before:
                 toolset_of[tool.name] = name
@@ -34,9 +36,39 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
     # auto-generated "title" keys, which only repeat the property names.
     for tool in server._tool_manager.list_tools():
         _strip_titles(tool.parameters)
+        tool.parameters = _compact_input_schema(tool.parameters)
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = _flat_output_schema(tool.fn_metadata.output_schema)
     return toolset_of
+
+
+# Defaults that say nothing a model does not assume of a parameter it may leave out.
+_EMPTY_DEFAULTS: tuple[Any, ...] = (None, "", [], {})
+
+
+def _compact_input_schema(schema: Any) -> Any:
+    """The same input schema in fewer characters (each lands in every agent's context window): a nullable
+    parameter, anyOf [X, null], becomes X with type [X's type, "null"] (and null among its enum), and a
+    default that is merely empty (null, "", [], {}) is left out, as leaving the parameter out means the same."""
+    if isinstance(schema, list):
+        return [_compact_input_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node = {key: _compact_input_schema(value) for key, value in schema.items()}
+    if "default" in node and any(
+        node["default"] == empty and type(node["default"]) is type(empty) for empty in _EMPTY_DEFAULTS
+    ):
+        del node["default"]
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = options[0] if options[1] == {"type": "null"} else options[1]
+        if isinstance(other, dict) and isinstance(other.get("type"), str):
+            del node["anyOf"]
+            merged = {**other, **node, "type": [other["type"], "null"]}
+            if isinstance(merged.get("enum"), list):
+                merged["enum"] = [*merged["enum"], None]
+            return merged
+    return node
 
 
 # Keywords that constrain only objects, arrays or strings, so a null passes them anyway.

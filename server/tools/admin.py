@@ -22,8 +22,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         description=(
             "Add a task to the queue. Write the objective and acceptance_criteria so another agent can do and "
             "verify the work without asking; context_summary is its briefing. With an idempotency_key a resend "
-            "returns the same task (duplicate: true). Errors: REPO_NOT_ALLOWED, BUDGET_OUT_OF_RANGE (30..86400 s), "
-            "IDEMPOTENCY_CONFLICT (key reused with a different payload)."
+            "returns the same task (duplicate: true). With mission_id it joins that mission (blocked until its "
+            "depends_on are approved). Errors: REPO_NOT_ALLOWED, BUDGET_OUT_OF_RANGE (30..86400 s), "
+            "IDEMPOTENCY_CONFLICT, MISSION_NOT_FOUND."
         ),
     )
     async def jct_enqueue_task(
@@ -39,6 +40,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         context_summary: str | None = None,
         idempotency_key: str | None = None,
         create_cwom: Annotated[bool, Field(description="Also create the issue and briefing.")] = True,
+        mission_id: str | None = None,
+        phase: Annotated[int | None, Field(description="Default: the mission's last; one past it starts one.")] = None,
+        depends_on: Annotated[list[str] | None, Field(description="Task ids of the same mission.")] = None,
     ) -> results.Enqueued:
         return await intake.enqueue_task(
             core,
@@ -54,6 +58,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             context_summary=context_summary,
             idempotency_key=idempotency_key,
             create_cwom=create_cwom,
+            mission_id=mission_id,
+            phase=phase,
+            depends_on=depends_on,
         )
 
     @mcp.tool(

@@ -8,7 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.core import queue, results, work
+from server.core import completion, observe, queue, results, work
 from server.core.models import Limits, check_text, parse_id
 from server.core.service import Core
 from server.errors import invalid
@@ -95,7 +95,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ),
     )
     async def jct_get_context(task_id: TaskId) -> results.TaskContext:
-        return await work.get_context(core, task_id)
+        return await observe.get_context(core, task_id)
 
     @mcp.tool(
         name="jct_report_artifact",
@@ -135,7 +135,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         annotations=WRITE,
         description=(
             "Post a progress note on your claimed task and renew its lease; call it every few minutes of long "
-            "work or the lease expires and the task is requeued. kind: progress, milestone, decision or blocker."
+            "work or the lease expires and the task is requeued. kind: progress, milestone, decision (data: "
+            "{decision, rationale, alternatives}; later tasks of the mission read it) or blocker (data: "
+            "{requires_human: true} stops automatic approval until a person reviews)."
         ),
     )
     async def jct_report_progress(
@@ -145,9 +147,17 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         progress: Annotated[int | None, Field(ge=0, le=100, description="Percent done.")] = None,
         kind: Literal["progress", "milestone", "decision", "blocker"] = "progress",
         run_id: ClaimedRun = None,
+        data: dict[str, Any] | None = None,
     ) -> results.ProgressReported:
         return await work.report_progress(
-            core, identity.actor(ctx), task_id, message=message, progress=progress, kind=kind, run_id=run_id
+            core,
+            identity.actor(ctx),
+            task_id,
+            message=message,
+            progress=progress,
+            kind=kind,
+            run_id=run_id,
+            data=data,
         )
 
     @mcp.tool(
@@ -174,7 +184,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ] = None,
         run_id: ClaimedRun = None,
     ) -> results.Completion:
-        return await work.complete_task(
+        return await completion.complete_task(
             core,
             identity.actor(ctx),
             task_id,

@@ -16,7 +16,7 @@ import sys
 import anyio
 
 from server.config import Settings
-from server.core import queue, work
+from server.core import completion, queue
 from server.core.models import Actor
 from server.core.service import Core
 
@@ -39,7 +39,7 @@ async def drain(core: Core, actor: Actor) -> None:
             break
         assert claim.task_id is not None
         say(f"claimed {claim.task_id}")
-        await work.complete_task(core, actor, claim.task_id, success=True, summary=f"done by {actor.actor_id}")
+        await completion.complete_task(core, actor, claim.task_id, success=True, summary=f"done by {actor.actor_id}")
         claimed += 1
     say(f"done {claimed}")
 

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from server.config import Settings
-from server.core import queue, work
+from server.core import completion, queue
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
@@ -116,7 +116,7 @@ async def test_twenty_workers_drain_five_hundred_tasks_each_claimed_and_complete
                 return
             assert claim.task_id is not None
             done_by.setdefault(claim.task_id, []).append(actor.actor_id)
-            await work.complete_task(c, actor, claim.task_id, success=True, summary="done")
+            await completion.complete_task(c, actor, claim.task_id, success=True, summary="done")
 
     async with separate_cores(make_settings(), 20) as cores:
         with anyio.fail_after(300):
@@ -245,7 +245,7 @@ async def test_claiming_a_running_task_reports_already_claimed_and_leaves_the_cl
 async def test_claiming_a_completed_task_reports_already_claimed(core: Core) -> None:
     task_id = await enqueue(core)
     await queue.claim_task(core, ALICE, task_id)
-    await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+    await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
 
     with pytest.raises(JctError) as err:
         await queue.claim_task(core, BOB, task_id)

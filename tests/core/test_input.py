@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from server.config import Settings
-from server.core import observe, queue, work
+from server.core import completion, observe, queue, work
 from server.core.service import Core
 from server.db import tables
 from server.errors import ErrorCode, JctError
@@ -74,12 +74,12 @@ def progress(**kwargs: Any) -> Call:
     return call
 
 
-def completion(**kwargs: Any) -> Call:
+def complete(**kwargs: Any) -> Call:
     fields: dict[str, Any] = {"success": True, "summary": "done"}
     fields.update(kwargs)
 
     def call(core: Core, task_id: str) -> Awaitable[object]:
-        return work.complete_task(core, ALICE, task_id, **fields)
+        return completion.complete_task(core, ALICE, task_id, **fields)
 
     return call
 
@@ -104,32 +104,32 @@ REJECTED: list[tuple[str, Call, ErrorCode]] = [
     ("unknown progress kind", progress(kind="gossip"), ErrorCode.INVALID_ARGUMENT),
     ("empty progress message", progress(message=""), ErrorCode.INVALID_ARGUMENT),
     ("control characters in a message", progress(message="bell\x07"), ErrorCode.INVALID_ARGUMENT),
-    ("outputs that are not JSON", completion(outputs="{not json"), ErrorCode.INVALID_ARGUMENT),
-    ("oversized outputs", completion(outputs={"blob": "x" * 64_000}), ErrorCode.INVALID_ARGUMENT),
-    ("criteria_results not a list", completion(criteria_results={"criterion": 0}), ErrorCode.INVALID_ARGUMENT),
-    ("criteria_results item not an object", completion(criteria_results=["done"]), ErrorCode.INVALID_ARGUMENT),
+    ("outputs that are not JSON", complete(outputs="{not json"), ErrorCode.INVALID_ARGUMENT),
+    ("oversized outputs", complete(outputs={"blob": "x" * 64_000}), ErrorCode.INVALID_ARGUMENT),
+    ("criteria_results not a list", complete(criteria_results={"criterion": 0}), ErrorCode.INVALID_ARGUMENT),
+    ("criteria_results item not an object", complete(criteria_results=["done"]), ErrorCode.INVALID_ARGUMENT),
     (
         "criterion index out of range",
-        completion(criteria_results=[{"criterion": 7, "status": "satisfied"}]),
+        complete(criteria_results=[{"criterion": 7, "status": "satisfied"}]),
         ErrorCode.INVALID_ARGUMENT,
     ),
     (
         "unknown criterion status",
-        completion(criteria_results=[{"criterion": 0, "status": "mostly"}]),
+        complete(criteria_results=[{"criterion": 0, "status": "mostly"}]),
         ErrorCode.INVALID_ARGUMENT,
     ),
     (
         "unknown criteria_results field",
-        completion(criteria_results=[{"criterion": 0, "status": "satisfied", "score": 10}]),
+        complete(criteria_results=[{"criterion": 0, "status": "satisfied", "score": 10}]),
         ErrorCode.INVALID_ARGUMENT,
     ),
-    ("negative telemetry", completion(telemetry={"cost_usd": -0.5}), ErrorCode.INVALID_ARGUMENT),
-    ("telemetry that is not a number", completion(telemetry={"tokens_input": "many"}), ErrorCode.INVALID_ARGUMENT),
-    ("boolean telemetry", completion(telemetry={"duration_seconds": True}), ErrorCode.INVALID_ARGUMENT),
-    ("empty summary", completion(summary=""), ErrorCode.INVALID_ARGUMENT),
+    ("negative telemetry", complete(telemetry={"cost_usd": -0.5}), ErrorCode.INVALID_ARGUMENT),
+    ("telemetry that is not a number", complete(telemetry={"tokens_input": "many"}), ErrorCode.INVALID_ARGUMENT),
+    ("boolean telemetry", complete(telemetry={"duration_seconds": True}), ErrorCode.INVALID_ARGUMENT),
+    ("empty summary", complete(summary=""), ErrorCode.INVALID_ARGUMENT),
     (
         "non-uuid task id",
-        lambda core, _task_id: work.complete_task(core, ALICE, "42", success=True, summary="x"),
+        lambda core, _task_id: completion.complete_task(core, ALICE, "42", success=True, summary="x"),
         ErrorCode.INVALID_ARGUMENT,
     ),
 ]

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from server.config import Settings
-from server.core import queue, sweeper, work
+from server.core import completion, queue, sweeper, work
 from server.core.service import Core
 from server.db import tables
 from server.db.engine import Database
@@ -73,7 +73,7 @@ LateCall = Callable[[Core, str], Awaitable[object]]
 
 
 async def _late_complete(core: Core, task_id: str) -> object:
-    return await work.complete_task(core, ALICE, task_id, success=True, summary="finished late")
+    return await completion.complete_task(core, ALICE, task_id, success=True, summary="finished late")
 
 
 async def _late_artifact(core: Core, task_id: str) -> object:

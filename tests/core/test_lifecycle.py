@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.core import observe, queue, review, work
+from server.core import completion, observe, queue, review, work
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue
@@ -23,7 +23,7 @@ async def test_happy_path_ends_auto_approved_with_a_passing_evidence_pack(core: 
     await work.report_artifact(
         core, ALICE, task_id, title="Tests", artifact_type="log", content="==== 3 passed in 0.1s ===="
     )
-    done = await work.complete_task(
+    done = await completion.complete_task(
         core,
         ALICE,
         task_id,
@@ -42,7 +42,9 @@ async def test_happy_path_ends_auto_approved_with_a_passing_evidence_pack(core: 
 async def test_failure_path_ends_failed_with_a_failing_verdict(core: Core) -> None:
     task_id = await enqueue(core)
     await queue.claim_task(core, ALICE, task_id)
-    done = await work.complete_task(core, ALICE, task_id, success=False, summary="Could not", error_message="npm broke")
+    done = await completion.complete_task(
+        core, ALICE, task_id, success=False, summary="Could not", error_message="npm broke"
+    )
     assert (done.task_status, done.run_status, done.evidence_pack.verdict) == ("failed", "failed", "fail")
     assert done.review.status == "not_required"
 
@@ -50,8 +52,8 @@ async def test_failure_path_ends_failed_with_a_failing_verdict(core: Core) -> No
 async def test_retried_complete_returns_the_recorded_outcome_and_proves_once(core: Core) -> None:
     task_id = await enqueue(core)
     await queue.claim_task(core, ALICE, task_id)
-    first = await work.complete_task(core, ALICE, task_id, success=True, summary="done")
-    again = await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+    first = await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
+    again = await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
     assert again.duplicate is True
     assert again.evidence_pack.id == first.evidence_pack.id
     assert await count(core, "evidence_packs") == 1
@@ -61,7 +63,7 @@ async def test_someone_elses_claim_cannot_be_completed(core: Core) -> None:
     task_id = await enqueue(core)
     await queue.claim_task(core, ALICE, task_id)
     with pytest.raises(JctError) as err:
-        await work.complete_task(core, BOB, task_id, success=True, summary="mine now")
+        await completion.complete_task(core, BOB, task_id, success=True, summary="mine now")
     assert err.value.code is ErrorCode.NOT_CLAIMANT
 
 
@@ -69,7 +71,7 @@ async def test_needs_changes_requeues_with_a_new_briefing_carrying_the_feedback(
     core.settings.review_auto_approve = False
     task_id = await enqueue(core)
     await queue.claim_task(core, ALICE, task_id)
-    done = await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+    done = await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
     assert done.review.status == "awaiting_manual_review"
     pending = await review.list_pending_reviews(core)
     assert [p.task_id for p in pending.reviews] == [task_id]

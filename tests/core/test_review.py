@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from server.config import Settings
-from server.core import queue, results, review, work
+from server.core import completion, queue, results, review, work
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import queries
@@ -37,7 +37,7 @@ async def complete(core: Core, *, verdict: str = "pass", actor: Actor = ALICE) -
     await queue.claim_task(core, actor, task_id)
     patch = await work.report_artifact(core, actor, task_id, title="Patch", artifact_type="code_patch", content=PATCH)
     claims = [{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}] if verdict == "pass" else []
-    done = await work.complete_task(core, actor, task_id, success=True, summary="done", criteria_results=claims)
+    done = await completion.complete_task(core, actor, task_id, success=True, summary="done", criteria_results=claims)
     assert done.evidence_pack.verdict == verdict
     return done
 
@@ -194,7 +194,9 @@ async def test_a_failed_run_is_never_auto_approved(make_settings: SettingsFactor
     try:
         task_id = await enqueue(core)
         await queue.claim_task(core, ALICE, task_id)
-        done = await work.complete_task(core, ALICE, task_id, success=False, summary="broke", error_message="boom")
+        done = await completion.complete_task(
+            core, ALICE, task_id, success=False, summary="broke", error_message="boom"
+        )
 
         assert done.review.status == "not_required"
         assert await statuses(core, done) == ("failed", "failed", "failed")

@@ -18,7 +18,7 @@ from mcp import Client
 from sqlalchemy import insert, select
 
 from server.config import Settings
-from server.core import cancel, missions, observe, queue, review, tokens, work
+from server.core import cancel, completion, missions, observe, queue, review, tokens, work
 from server.core.service import Core
 from server.db import tables
 from server.db.copy import CopyError, copied_tables, copy_database
@@ -78,7 +78,7 @@ async def _live_in(core: Core) -> Lived:
     )
     await work.report_artifact(core, ALICE, done, title="CI", artifact_type="log", uri="https://ci.example/run/1")
     await work.report_progress(core, ALICE, done, message="Tests pass", progress=90)
-    await work.complete_task(
+    await completion.complete_task(
         core,
         ALICE,
         done,
@@ -93,17 +93,17 @@ async def _live_in(core: Core) -> Lived:
     reviewed = await enqueue(core, objective="Write the docs", operation="docs", acceptance_criteria=[])
     await queue.claim_task(core, BOB, reviewed)
     await work.report_artifact(core, BOB, reviewed, title="guide.md", artifact_type="doc", content="# Guide\n")
-    first = await work.complete_task(core, BOB, reviewed, success=True, summary="Wrote it")
+    first = await completion.complete_task(core, BOB, reviewed, success=True, summary="Wrote it")
     await review.submit_review(core, ADMIN, first.evidence_pack.id, "needs_changes", "Add an example")
     await queue.claim_task(core, BOB, reviewed)
     await work.report_artifact(core, BOB, reviewed, title="guide.md", artifact_type="doc", content="# Guide\nx=1\n")
-    second = await work.complete_task(core, BOB, reviewed, success=True, summary="Added one")
+    second = await completion.complete_task(core, BOB, reviewed, success=True, summary="Added one")
     await review.submit_review(core, ADMIN, second.evidence_pack.id, "approved", "Good")
     core.settings.review_auto_approve = True
 
     failed = await enqueue(core, objective="Fix the flaky test", priority="P0")
     await queue.claim_task(core, ALICE, failed)
-    await work.complete_task(core, ALICE, failed, success=False, summary="Could not", error_message="npm broke")
+    await completion.complete_task(core, ALICE, failed, success=False, summary="Could not", error_message="npm broke")
 
     released = await enqueue(core, objective="Upgrade the ORM", operation="analysis")
     await queue.claim_task(core, BOB, released)

@@ -13,7 +13,7 @@ from alembic import command
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from server.core import cancel, queue, review, sweeper, work
+from server.core import cancel, completion, queue, review, sweeper, work
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
@@ -76,14 +76,14 @@ async def test_counts_stay_exact_under_concurrent_claims_completions_cancels_and
             choice = rng.choice(["complete", "fail", "release", "cancel", "abandon"])
             try:
                 if choice == "complete":
-                    done = await work.complete_task(
+                    done = await completion.complete_task(
                         core, actor, claim.task_id, success=True, summary="Done.", outputs={"patch": PATCH}
                     )
                     if done.review.status == "awaiting_manual_review" and rng.random() < 0.7:
                         decision = rng.choice(["approved", "rejected", "needs_changes"])
                         await review.submit_review(core, ADMIN, done.evidence_pack.id, decision, "Checked.")
                 elif choice == "fail":
-                    await work.complete_task(
+                    await completion.complete_task(
                         core, actor, claim.task_id, success=False, summary="Broke.", error_message="boom"
                     )
                 elif choice == "release":
@@ -188,7 +188,9 @@ async def test_the_migration_backfills_the_counts_from_existing_rows(core: Core)
     for _ in range(3):
         claim = await queue.claim_next(core, ADMIN)
         assert claim.task_id is not None
-        await work.complete_task(core, ADMIN, claim.task_id, success=True, summary="Done.", outputs={"patch": PATCH})
+        await completion.complete_task(
+            core, ADMIN, claim.task_id, success=True, summary="Done.", outputs={"patch": PATCH}
+        )
     await queue.claim_next(core, ADMIN)
     expected = await true_counts(core)
     assert expected[0]["completed"] == 3

@@ -12,7 +12,7 @@ from mcp import Client
 from mcp_types import ResourceListChangedNotification, ResourceUpdatedNotification
 
 from server.config import Settings
-from server.core import queue, work
+from server.core import completion, queue, work
 from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
@@ -61,7 +61,7 @@ async def test_legacy_subscriber_hears_about_a_completion_by_another_agent(core:
         assert client.server_capabilities.resources.subscribe is True
         assert client.server_capabilities.resources.list_changed is True
         await client.subscribe_resource(f"jct://runs/{claim.run_id}")
-        await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+        await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
         await inbox.wait_for(updated(f"jct://runs/{claim.run_id}"), feed)
 
 
@@ -80,7 +80,7 @@ async def test_unsubscribed_uris_stay_quiet(core: Core) -> None:
         await feed.poll()
         # A later change to a still-subscribed URI arrives, and the unsubscribed one never did.
         await client.subscribe_resource(f"jct://tasks/{task_id}")
-        await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+        await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
         await inbox.wait_for(updated(f"jct://tasks/{task_id}"), feed)
         assert not any(updated(uri)(m) for m in inbox.messages)
 
@@ -105,7 +105,7 @@ async def test_modern_listener_hears_about_a_completion(core: Core) -> None:
     claim = await queue.claim_task(core, ALICE, task_id)
     uri = f"jct://runs/{claim.run_id}"
     async with Client(server) as client, client.listen(resource_subscriptions=[uri]) as events:
-        await work.complete_task(core, ALICE, task_id, success=True, summary="done")
+        await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
         await feed.poll()
         with anyio.fail_after(10):
             event = await events.__anext__()

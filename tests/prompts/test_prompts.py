@@ -11,7 +11,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, GetPromptResult, PromptReference, ResourceTemplateReference, TextContent
 
-from server.core import queue, results, review, work
+from server.core import completion, queue, results, review, work
 from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
@@ -51,7 +51,7 @@ async def waiting_review(core: Core) -> results.Completion:
         core, ALICE, task_id, title="Code changes", artifact_type="code_patch", content=PATCH
     )
     # No citation: the verdict is partial, which waits for a reviewer.
-    done = await work.complete_task(core, ALICE, task_id, success=True, summary="Added an email regex")
+    done = await completion.complete_task(core, ALICE, task_id, success=True, summary="Added an email regex")
     assert done.review.status == "awaiting_manual_review"
     assert patch.artifact_id
     return done

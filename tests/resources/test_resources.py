@@ -13,7 +13,7 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ResourceTemplateReference, TextResourceContents
 
-from server.core import queue, results, review, work
+from server.core import completion, observe, queue, results, review, work
 from server.core.service import Core
 from server.db import queries
 from server.identity import FixedIdentity
@@ -72,13 +72,13 @@ async def run_to_review(core: Core, task_id: str, *, cite: bool = False) -> resu
         core, ALICE, task_id, title="Code changes", artifact_type="code_patch", content=PATCH, media_type="text/x-diff"
     )
     claims = [{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}] if cite else []
-    return await work.complete_task(
+    return await completion.complete_task(
         core, ALICE, task_id, success=True, summary="Validated emails in signup", criteria_results=claims
     )
 
 
 async def issue_of(core: Core, task_id: str) -> str:
-    view = await work.get_context(core, task_id)
+    view = await observe.get_context(core, task_id)
     assert view.issue is not None
     return view.issue.id
 
@@ -189,7 +189,7 @@ async def test_run_evidence_and_artifact_pages_after_a_completion(core: Core, cl
     remote = await work.report_artifact(
         core, ALICE, task_id, title="CI log", artifact_type="log", uri="https://ci.example.com/runs/7/log"
     )
-    done = await work.complete_task(
+    done = await completion.complete_task(
         core,
         ALICE,
         task_id,

@@ -29,6 +29,7 @@ PATCH = """diff --git a/src/app.py b/src/app.py
 +new
 """
 WORKER_TOOLS = {
+    "jct_create_mission",
     "jct_list_tasks",
     "jct_claim_task",
     "jct_claim_next",
@@ -39,6 +40,8 @@ WORKER_TOOLS = {
     "jct_release_task",
 }
 OBSERVE_TOOLS = {
+    "jct_get_mission",
+    "jct_list_missions",
     "jct_get_task",
     "jct_get_run",
     "jct_get_evidence",
@@ -47,7 +50,7 @@ OBSERVE_TOOLS = {
     "jct_queue_stats",
 }
 REVIEW_TOOLS = {"jct_list_pending_reviews", "jct_submit_review"}
-ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task"}
+ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task", "jct_cancel_mission"}
 
 
 async def enqueue(client: Client, objective: str = "Add input validation") -> str:

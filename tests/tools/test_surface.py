@@ -16,6 +16,8 @@ pytestmark = pytest.mark.anyio
 
 SNAPSHOT = Path(__file__).with_name("tools_snapshot.json")
 READS = {
+    "jct_get_mission",
+    "jct_list_missions",
     "jct_list_tasks",
     "jct_get_context",
     "jct_get_task",
@@ -26,7 +28,9 @@ READS = {
     "jct_queue_stats",
     "jct_list_pending_reviews",
 }
+DESTRUCTIVE = {"jct_cancel_task", "jct_cancel_mission"}
 WORKER = {
+    "jct_create_mission",
     "jct_list_tasks",
     "jct_claim_task",
     "jct_claim_next",
@@ -67,12 +71,12 @@ async def test_tools_list_matches_the_committed_snapshot(connect: ClientFactory)
 async def test_reads_are_read_only_and_only_cancel_is_destructive(connect: ClientFactory) -> None:
     async with connect() as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == 18
+    assert len(tools) == 22
     for tool in tools:
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is (tool.name in READS), tool.name
         if tool.name not in READS:
-            assert tool.annotations.destructive_hint is (tool.name == "jct_cancel_task"), tool.name
+            assert tool.annotations.destructive_hint is (tool.name in DESTRUCTIVE), tool.name
 
 
 async def test_toolsets_select_the_exposed_groups(connect: ClientFactory) -> None:
