@@ -1,0 +1,248 @@
+"""Missions (DESIGN section 11) through the real MCP client, on both databases: phases and dependencies hold,
+unblocking happens in the approving transaction, decisions and blockers carry across agents, bad graphs
+store nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp import Client
+from sqlalchemy import select
+
+from server.core.service import Core
+from server.db import tables
+from tests.core.helpers import snapshot
+from tests.tools.conftest import ClientFactory, connect, error, ok
+
+pytestmark = pytest.mark.anyio
+__all__ = ["connect"]  # the tools' in-memory client fixture, used here too
+
+PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def task(key: str, *depends_on: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "key": key,
+        "objective": f"Do {key}",
+        "operation": "code_change",
+        "target_repo": "myorg/api",
+        "depends_on": list(depends_on),
+        **extra,
+    }
+
+
+def mission(*phases: list[dict[str, Any]], title: str = "Ship it") -> dict[str, Any]:
+    return {
+        "title": title,
+        "goal": "A feature, specified, built and documented",
+        "phases": [{"name": f"Phase {n}", "tasks": tasks} for n, tasks in enumerate(phases)],
+    }
+
+
+@pytest.fixture
+async def agent(connect: ClientFactory) -> AsyncIterator[Client]:
+    async with connect("agent") as client:
+        yield client
+
+
+async def created(client: Client, spec: dict[str, Any]) -> dict[str, str]:
+    result = await ok(client, "jct_create_mission", **spec)
+    return {item["key"]: item["task_id"] for item in result["tasks"]} | {"mission": result["mission_id"]}
+
+
+async def finish(client: Client, task_id: str, **extra: Any) -> dict[str, Any]:
+    """Claim this task by id, report a diff, complete it (auto-approved by default)."""
+    claim = await ok(client, "jct_claim_task", task_id=task_id)
+    run = {"task_id": task_id, "run_id": claim["run_id"]}
+    await ok(client, "jct_report_artifact", **run, title="Diff", artifact_type="code_patch", content=PATCH)
+    return await ok(client, "jct_complete_task", **run, success=True, summary="done", **extra)
+
+
+async def statuses(core: Core, ids: dict[str, str]) -> dict[str, str]:
+    tasks = tables.tasks
+    async with core.db.read() as conn:
+        rows = (await conn.execute(select(tasks.c.id, tasks.c.status).where(tasks.c.id.in_(ids.values())))).all()
+    by_id = {str(row[0]): str(row[1]) for row in rows}
+    return {key: by_id[task_id] for key, task_id in ids.items() if key != "mission"}
+
+
+async def test_a_task_waits_for_its_dependency_and_is_queued_when_that_is_approved(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("spec"), task("code", "spec"), task("docs", "code")]))
+    assert await statuses(core, ids) == {"spec": "queued", "code": "blocked", "docs": "blocked"}
+
+    refused = await error(agent, "jct_claim_task", task_id=ids["code"])
+    assert refused["code"] == "TASK_BLOCKED"
+    assert ids["spec"] in refused["message"]
+    nxt = await ok(agent, "jct_claim_next")
+    assert nxt["task_id"] == ids["spec"]  # never a blocked task
+    await ok(agent, "jct_release_task", task_id=ids["spec"], run_id=nxt["run_id"], reason="by id below")
+
+    await finish(agent, ids["spec"])
+    assert await statuses(core, ids) == {"spec": "completed", "code": "queued", "docs": "blocked"}
+    trail = await ok(agent, "jct_get_audit_trail", entity_kind="Task", entity_id=ids["code"])
+    assert [e["action"] for e in trail["entries"]][-1] == "task.unblocked"
+
+
+async def test_a_phase_waits_for_every_task_of_the_phase_before_it(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("a"), task("b")], [task("c")]))
+    assert (await statuses(core, ids))["c"] == "blocked"
+    await finish(agent, ids["a"])
+    assert (await statuses(core, ids))["c"] == "blocked"
+    await finish(agent, ids["b"])
+    assert (await statuses(core, ids))["c"] == "queued"
+    await finish(agent, ids["c"])
+    view = await ok(agent, "jct_get_mission", mission_id=ids["mission"])
+    assert view["mission"]["status"] == "completed"
+    assert view["progress"]["percent_done"] == 100
+    assert [phase["status"] for phase in view["phases"]] == ["done", "done"]
+
+
+async def test_only_approval_unblocks_not_completion(connect: ClientFactory, make_settings: Any) -> None:
+    core = Core.build(make_settings(review_auto_approve=False))
+    async with connect("agent", core=core) as agent, connect("reviewer", core=core) as boss:
+        ids = await created(agent, mission([task("a"), task("b", "a")]))
+        first = await finish(agent, ids["a"])
+        assert first["review"]["status"] == "awaiting_manual_review"
+        assert (await statuses(core, ids))["b"] == "blocked"
+        pack = first["evidence_pack"]["id"]
+        await ok(boss, "jct_submit_review", evidence_pack_id=pack, decision="needs_changes", reason="Add a test")
+        assert (await statuses(core, ids)) == {"a": "queued", "b": "blocked"}
+        second = await finish(agent, ids["a"])
+        pack = second["evidence_pack"]["id"]
+        await ok(boss, "jct_submit_review", evidence_pack_id=pack, decision="approved", reason="Good")
+        assert (await statuses(core, ids))["b"] == "queued"
+    await core.db.dispose()
+
+
+async def test_decisions_reach_the_briefings_of_later_tasks(agent: Client) -> None:
+    ids = await created(agent, mission([task("design")], [task("build")]))
+    claim = await ok(agent, "jct_claim_task", task_id=ids["design"])
+    assert claim["decisions"] == []
+    decision = {"decision": "Use PostgreSQL", "rationale": "We need SKIP LOCKED", "alternatives": ["SQLite"]}
+    run = {"task_id": ids["design"], "run_id": claim["run_id"]}
+    await ok(agent, "jct_report_progress", **run, message="Chose the store", kind="decision", data=decision)
+    await ok(agent, "jct_report_artifact", **run, title="Diff", artifact_type="code_patch", content=PATCH)
+    await ok(agent, "jct_complete_task", **run, success=True, summary="designed")
+
+    later = await ok(agent, "jct_claim_task", task_id=ids["build"])
+    assert [d["decision"] for d in later["decisions"]] == ["Use PostgreSQL"]
+    assert later["decisions"][0]["rationale"] == "We need SKIP LOCKED"
+    assert later["decisions"][0]["task_id"] == ids["design"]
+    context = await ok(agent, "jct_get_context", task_id=ids["build"])
+    assert context["decisions"][0]["alternatives"] == ["SQLite"]
+    assert context["mission_id"] == ids["mission"]
+
+
+async def test_a_blocker_for_a_person_is_never_approved_automatically(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("risky"), task("after", "risky")]))
+    claim = await ok(agent, "jct_claim_task", task_id=ids["risky"])
+    run = {"task_id": ids["risky"], "run_id": claim["run_id"]}
+    await ok(
+        agent, "jct_report_progress", **run, message="Needs a prod key", kind="blocker", data={"requires_human": True}
+    )
+    view = await ok(agent, "jct_get_mission", mission_id=ids["mission"])
+    assert [(b["task_id"], b["kind"]) for b in view["blockers"]] == [(ids["risky"], "human")]
+    await ok(agent, "jct_report_artifact", **run, title="Diff", artifact_type="code_patch", content=PATCH)
+    done = await ok(agent, "jct_complete_task", **run, success=True, summary="done")
+    assert done["review"]["status"] == "awaiting_manual_review"  # though the verdict would auto-approve
+    assert (await statuses(core, ids))["after"] == "blocked"
+    bad = await error(agent, "jct_report_progress", **run, message="x", kind="progress", data={"requires_human": True})
+    assert bad["code"] in ("INVALID_ARGUMENT", "TASK_NOT_CLAIMED")
+
+
+async def test_a_failed_dependency_keeps_its_dependents_blocked_and_is_named(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("a"), task("b", "a")]))
+    claim = await ok(agent, "jct_claim_task", task_id=ids["a"])
+    await ok(agent, "jct_complete_task", task_id=ids["a"], run_id=claim["run_id"], success=False, summary="no")
+    assert await statuses(core, ids) == {"a": "failed", "b": "blocked"}
+    view = await ok(agent, "jct_get_mission", mission_id=ids["mission"])
+    kinds = {(b["task_id"], b["kind"]) for b in view["blockers"]}
+    assert kinds == {(ids["a"], "failed"), (ids["b"], "dependency_failed")}
+    assert all(b["action"] for b in view["blockers"])
+
+
+GRAPHS = {
+    "a cycle through three tasks": mission([task("a", "c"), task("b", "a"), task("c", "b")]),
+    "an unknown key": mission([task("a", "nope")]),
+    "a dependency on a later phase": mission([task("a", "b")], [task("b")]),
+    "a phase with no tasks": mission([task("a")], []),
+    "no phases": {"title": "t", "goal": "g", "phases": []},
+    "a key used twice": mission([task("a"), task("a")]),
+    "a task that depends on itself": mission([task("a", "a")]),
+    "ten thousand tasks": mission([task(f"t{n}") for n in range(10_000)]),
+    "a task that fails the gate": mission([task("a", time_budget_seconds=5)]),
+}
+
+
+@pytest.mark.parametrize("case", list(GRAPHS), ids=list(GRAPHS))
+async def test_a_bad_graph_is_refused_and_creates_nothing(agent: Client, core: Core, case: str) -> None:
+    before = await snapshot(core)
+    refused = await error(agent, "jct_create_mission", **GRAPHS[case])
+    assert refused["code"] in ("INVALID_ARGUMENT", "BUDGET_OUT_OF_RANGE")
+    assert await snapshot(core) == before
+    if case.startswith("a cycle"):
+        assert "a -> c -> b -> a" in refused["message"] or "->" in refused["message"]
+
+
+async def test_tasks_join_a_running_mission_only_from_it(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("a")]))
+    other = await created(agent, mission([task("x")], title="Other"))
+    refused = await error(
+        agent,
+        "jct_enqueue_task",
+        objective="Depends across missions",
+        operation="docs",
+        target_repo="myorg/api",
+        mission_id=ids["mission"],
+        depends_on=[other["x"]],
+    )
+    assert refused["code"] == "INVALID_ARGUMENT"
+    assert other["x"] in refused["message"]
+    missing = await error(
+        agent, "jct_enqueue_task", objective="o", operation="docs", target_repo="a/b", mission_id=other["x"]
+    )
+    assert missing["code"] == "MISSION_NOT_FOUND"
+
+    joined = await ok(
+        agent,
+        "jct_enqueue_task",
+        objective="Document it",
+        operation="docs",
+        target_repo="myorg/api",
+        mission_id=ids["mission"],
+        phase=1,
+        depends_on=[ids["a"]],
+    )
+    assert joined["status"] == "blocked"
+    await finish(agent, ids["a"])
+    assert (await statuses(core, {"doc": joined["task_id"]}))["doc"] == "queued"
+    view = await ok(agent, "jct_get_mission", mission_id=ids["mission"], include=["tasks"])
+    assert [phase["name"] for phase in view["phases"]] == ["Phase 0", "Phase 2"]
+    assert {t["task_id"] for t in view["tasks"]} == {ids["a"], joined["task_id"]}
+
+
+async def test_cancelling_a_mission_cancels_what_is_not_done(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("a"), task("b")], [task("c")]))
+    await finish(agent, ids["a"])
+    await ok(agent, "jct_claim_task", task_id=ids["b"])
+    cancelled = await ok(agent, "jct_cancel_mission", mission_id=ids["mission"], reason="Scope changed")
+    assert cancelled["tasks_cancelled"] == 2
+    assert await statuses(core, ids) == {"a": "completed", "b": "cancelled", "c": "cancelled"}
+    again = await error(agent, "jct_cancel_mission", mission_id=ids["mission"], reason="twice")
+    assert again["code"] == "INVALID_ARGUMENT"
+    listed = await ok(agent, "jct_list_missions", status="cancelled")
+    assert [m["mission_id"] for m in listed["missions"]] == [ids["mission"]]
+
+
+async def test_creating_a_mission_twice_with_one_key_makes_one(agent: Client, core: Core) -> None:
+    spec = mission([task("a")], [task("b")]) | {"idempotency_key": "release-7"}
+    first = await ok(agent, "jct_create_mission", **spec)
+    rows = await snapshot(core)
+    again = await ok(agent, "jct_create_mission", **spec)
+    assert again["duplicate"] is True
+    assert again["mission_id"] == first["mission_id"]
+    assert await snapshot(core) == rows
+    changed = spec | {"title": "Another"}
+    assert (await error(agent, "jct_create_mission", **changed))["code"] == "IDEMPOTENCY_CONFLICT"
