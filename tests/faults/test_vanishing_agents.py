@@ -58,8 +58,16 @@ async def raw_call(session: RawSession, tool: str, **args: object) -> dict[str, 
     return dict(answer["result"]["structuredContent"])
 
 
-def completion(task_id: str, **named: str) -> dict[str, object]:
+def completion(task_id: str, run_id: str | None = None) -> dict[str, object]:
+    named = {"run_id": run_id} if run_id is not None else {}
     return {"task_id": task_id, "success": True, "summary": "Done after all.", **named}
+
+
+async def refusal(agent: ProcessAgent | Client, tool: str, **args: object) -> str:
+    """The error code a call that must fail is answered."""
+    if isinstance(agent, ProcessAgent):
+        return str((await agent.refused(tool, **args))["code"])
+    return str((await call_error(agent, tool, **args))["error"]["code"])
 
 
 async def test_vanished_agents_claims_come_back_and_their_late_calls_change_nothing(
@@ -96,34 +104,29 @@ async def test_vanished_agents_claims_come_back_and_their_late_calls_change_noth
             # The frozen agent thaws and carries on, on the connection it claimed through.
             frozen.resume()
             artifact = {"title": "More", "artifact_type": "log", "content": "late"}
-            assert (await frozen.refused("jct_report_artifact", task_id=frozen_task, **artifact))[
-                "code"
-            ] == "LEASE_EXPIRED"
-            assert (await frozen.refused("jct_report_progress", task_id=frozen_task, message="still here"))[
-                "code"
-            ] == "LEASE_EXPIRED"
-            assert (await frozen.refused("jct_complete_task", **completion(frozen_task, run_id=frozen_run)))[
-                "code"
-            ] == "LEASE_EXPIRED"
-            assert (await frozen.refused("jct_release_task", task_id=frozen_task, reason="late"))[
-                "code"
-            ] == "LEASE_EXPIRED"
+            assert await refusal(frozen, "jct_report_artifact", task_id=frozen_task, **artifact) == "LEASE_EXPIRED"
+            assert await refusal(frozen, "jct_report_progress", task_id=frozen_task, message="hi") == "LEASE_EXPIRED"
+            assert await refusal(frozen, "jct_complete_task", **completion(frozen_task, frozen_run)) == "LEASE_EXPIRED"
+            assert await refusal(frozen, "jct_release_task", task_id=frozen_task, reason="late") == "LEASE_EXPIRED"
 
-            # The killed ones come back on new connections (each a new agent), naming their runs, or not.
+            # The others come back on new connections (each a new agent), naming their runs, or not.
             async with Client(server.mcp_url, mode=LEGACY) as late:
-                again = await call_error(late, "jct_complete_task", **completion(killed_task, run_id=killed_run))
-                assert again["error"]["code"] == "LEASE_EXPIRED"
-                again = await call_error(late, "jct_report_artifact", task_id=cut_task, run_id=cut_run, **artifact)
-                assert again["error"]["code"] == "LEASE_EXPIRED"
-                again = await call_error(late, "jct_complete_task", **completion(cut_task))
-                assert again["error"]["code"] == "TASK_NOT_CLAIMED", "this connection claimed nothing"
+                assert await refusal(late, "jct_complete_task", **completion(killed_task, killed_run)) == (
+                    "LEASE_EXPIRED"
+                )
+                assert await refusal(late, "jct_report_artifact", task_id=cut_task, run_id=cut_run, **artifact) == (
+                    "LEASE_EXPIRED"
+                )
+                # Without a run_id it names nothing of its own: this connection claimed nothing.
+                assert await refusal(late, "jct_complete_task", **completion(cut_task)) == "TASK_NOT_CLAIMED"
             async with Client(server.mcp_url, mode=MODERN) as late:
-                again = await call_error(late, "jct_complete_task", **completion(modern_task, run_id=modern_run))
-                assert again["error"]["code"] == "LEASE_EXPIRED"
-                again = await call_error(late, "jct_release_task", task_id=modern_task, run_id=modern_run, reason="x")
-                assert again["error"]["code"] == "LEASE_EXPIRED"
-                again = await call_error(late, "jct_complete_task", **completion(modern_task))
-                assert again["error"]["code"] == "INVALID_ARGUMENT", "a stateless call must name its run"
+                assert await refusal(late, "jct_complete_task", **completion(modern_task, modern_run)) == (
+                    "LEASE_EXPIRED"
+                )
+                released = {"task_id": modern_task, "run_id": modern_run, "reason": "late"}
+                assert await refusal(late, "jct_release_task", **released) == "LEASE_EXPIRED"
+                # A stateless call must name its run.
+                assert await refusal(late, "jct_complete_task", **completion(modern_task)) == "INVALID_ARGUMENT"
             after = await Books.read(database_url)
 
     assert after == before, "the late calls changed nothing"
