@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 
 from server.config import Settings
 from server.core.service import Core
-from tests.support.agents import Tally, crowd, enqueue_work, run_all
+from tests.support.agents import Job, Tally, crowd, enqueue_work, run_all
 from tests.support.books import Books
 from tests.support.servers import Server, serving
 from tests.transports.conftest import server_env
@@ -49,6 +49,12 @@ async def test_a_server_killed_mid_run_loses_no_task_and_claims_none_twice(
         await core.db.dispose()
     tally = Tally()
     a_third_done = tally.when(lambda told: len(told.completions) >= TASKS // 3)
+    killed = anyio.Event()
+    held: list[Job] = []
+
+    async def complete_after_the_kill(job: Job) -> None:
+        held.append(job)
+        await killed.wait()
 
     with anyio.fail_after(LIMIT):
         async with serving(server_env(database_url, tmp_path, **SHORT_LEASES), tmp_path, count=2) as servers:
@@ -56,11 +62,14 @@ async def test_a_server_killed_mid_run_loses_no_task_and_claims_none_twice(
             agents = crowd(AGENTS, [doomed.mcp_url, survivor.mcp_url], tally)
             on_doomed = [agent for agent in agents if agent.urls[0] == doomed.mcp_url]
             for agent in on_doomed[: len(on_doomed) // 2]:
-                agent.resume = False  # restarts afresh: its claim is left to run out
+                agent.resume = False  # restarts afresh: the claim it held is left to run out
+            # One of them is sure to hold a claim when its server dies.
+            on_doomed[0].before_complete = complete_after_the_kill
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_all, agents)
                 await a_third_done.wait()
                 await kill_mid_transaction(doomed, database_url)
+                killed.set()
             survivor_log = survivor.log()
 
     books = await Books.read(database_url)
@@ -72,7 +81,8 @@ async def test_a_server_killed_mid_run_loses_no_task_and_claims_none_twice(
     assert books.missing(tally) == []
     # The kill did what it should: every agent of the dead server moved, and claims ran out and came back.
     assert {name for name, _ in tally.reconnections} == {agent.name for agent in on_doomed}
-    assert books.run_statuses().get("expired", 0) >= 1, books.run_statuses()
+    assert books.runs[held[0].run_id]["status"] == "expired"
+    assert books.tasks[held[0].task_id]["attempts"] == 1
     assert tally.codes() <= {"LEASE_EXPIRED"}, tally.refusals
     assert "Traceback" not in survivor_log, survivor_log
 
