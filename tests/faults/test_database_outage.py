@@ -72,6 +72,7 @@ async def test_agents_work_through_a_database_outage_and_finish_every_task(
     assert books.unaccounted_claims() == []
     assert books.attempts_differ() == []
     assert books.missing(tally) == []
+    assert books.store_differs(tmp_path / "traces") == [], "a refused report left no file behind"
 
     assert "Traceback" not in log, log
     outage_lines = [line for line in log.splitlines() if "database unreachable" in line]
