@@ -17,7 +17,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sqlalchemy import exc as sa
@@ -217,6 +217,9 @@ def _one_line(exc: BaseException) -> str:
 class _Episode:
     started: float
     last_line: float
+    last_failure: float
+    # The work that failed (a tool's name; "" when the caller has one kind of work).
+    work: set[str] = field(default_factory=set)
     failures: int = 1
     held_back: int = 0
 
@@ -224,7 +227,11 @@ class _Episode:
 class FailureLog:
     """Logs failures of the world at most once per kind per `interval`, saying how many repeats it held
     back, and once more after they stop. `effect` says what the failures do, e.g. "tool calls answer
-    UNAVAILABLE"; `recovered()` is called when the same work succeeds again."""
+    UNAVAILABLE"; `recovered(work)` is called when work succeeds.
+
+    A failure is over when work that failed in it succeeds: a claim that works says nothing of the full
+    disk a report needs, so a caller with several kinds of work names which one failed and which one
+    succeeded (tool calls: the tool). Once nothing has failed for an interval, any success ends it."""
 
     def __init__(
         self,
@@ -240,11 +247,11 @@ class FailureLog:
         self._clock = clock
         self._episodes: dict[Kind, _Episode] = {}
 
-    def failed(self, failure: WorldFailure) -> None:
+    def failed(self, failure: WorldFailure, work: str = "") -> None:
         now = self._clock()
         episode = self._episodes.get(failure.kind)
         if episode is None:
-            self._episodes[failure.kind] = _Episode(started=now, last_line=now)
+            self._episodes[failure.kind] = _Episode(started=now, last_line=now, last_failure=now, work={work})
             self._log.warning(
                 "%s: %s (%s; logged once per %.0fs while it lasts)",
                 failure.kind,
@@ -254,6 +261,8 @@ class FailureLog:
             )
             return
         episode.failures += 1
+        episode.last_failure = now
+        episode.work.add(work)
         if now - episode.last_line < self._interval:
             episode.held_back += 1
             return
@@ -268,13 +277,15 @@ class FailureLog:
         episode.last_line = now
         episode.held_back = 0
 
-    def recovered(self) -> None:
-        """The work that failed succeeded: close each open episode with one line."""
+    def recovered(self, work: str = "") -> None:
+        """`work` succeeded: close, with one line each, the episodes it failed in, and those with no
+        failure for an interval."""
         if not self._episodes:
             return
         now = self._clock()
-        for kind, episode in self._episodes.items():
-            self._log.warning(
-                "%s: over after %.1fs, %d failure(s) in all", kind, now - episode.started, episode.failures
-            )
-        self._episodes.clear()
+        for kind, episode in list(self._episodes.items()):
+            if work in episode.work or now - episode.last_failure >= self._interval:
+                self._log.warning(
+                    "%s: over after %.1fs, %d failure(s) in all", kind, now - episode.started, episode.failures
+                )
+                del self._episodes[kind]

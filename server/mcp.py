@@ -103,7 +103,7 @@ class JctServer(MCPServer[Any]):
                 result = await self._call_tool(name, arguments, context, known=known)
                 outcome(_outcome(result))
                 if _outcome(result) == "ok":
-                    self.failures.recovered()
+                    self.failures.recovered(name)
                 return result
         finally:
             self.in_flight.leave()

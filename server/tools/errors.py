@@ -41,7 +41,7 @@ def translate(tool: str, exc: ToolError, failures: FailureLog) -> CallToolResult
         return error_result(JctError(ErrorCode.INVALID_ARGUMENT, str(exc), "Call tools/list for the available tools."))
     failure = world_failure(exc)
     if failure is not None:
-        failures.failed(failure)
+        failures.failed(failure, tool)
         return error_result(as_error(failure))
     correlation = uuid.uuid4().hex[:12]
     log.error("tool %s crashed (correlation id %s)", tool, correlation, exc_info=cause or exc)

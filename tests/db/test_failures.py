@@ -236,6 +236,43 @@ def test_the_failure_log_writes_one_line_per_kind_per_interval(caplog: pytest.Lo
     ]
 
 
+def test_other_work_succeeding_does_not_end_a_failure(caplog: pytest.LogCaptureFixture) -> None:
+    """A full trace disk fails every report while claims and reads succeed: one line per interval, not two
+    per refused report (measured under jct serve: tests/faults/test_full_trace_disk.py)."""
+    now = [100.0]
+    log = logging.getLogger("jct.test.failures")
+    failures = FailureLog(log, "calls answer UNAVAILABLE", interval=10.0, clock=lambda: now[0])
+    full = WorldFailure(Kind.DISK_FULL, "OSError: [Errno 28] No space left on device")
+    with caplog.at_level(logging.INFO, logger="jct.test.failures"):
+        for _ in range(100):  # 100 refused reports in 5 seconds, each followed by a claim that works
+            failures.failed(full, "jct_report_artifact")
+            failures.recovered("jct_claim_next")
+            now[0] += 0.05
+        failures.recovered("jct_report_artifact")  # a report fits again
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == [
+        "disk full: OSError: [Errno 28] No space left on device (calls answer UNAVAILABLE; logged once per 10s "
+        "while it lasts)",
+        "disk full: over after 5.0s, 100 failure(s) in all",
+    ]
+
+
+def test_a_failure_nothing_repeats_ends_with_the_next_success(caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever failed may never be called again: once nothing has failed for an interval, any success ends it."""
+    now = [100.0]
+    log = logging.getLogger("jct.test.failures")
+    failures = FailureLog(log, "calls answer UNAVAILABLE", interval=10.0, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="jct.test.failures"):
+        failures.failed(WorldFailure(Kind.BUSY, "LockNotAvailableError: lock timeout"), "jct_claim_task")
+        now[0] += 5.0
+        failures.recovered("jct_list_tasks")  # too soon to tell
+        now[0] += 5.0
+        failures.recovered("jct_list_tasks")
+    assert [record.getMessage() for record in caplog.records][1:] == [
+        "database busy: over after 10.0s, 1 failure(s) in all"
+    ]
+
+
 async def test_refusing_connections_is_undone_for_the_next_test(database_url: str, dialect: str) -> None:
     """The helper itself: an outage ends when the test says so, and only its own database was touched."""
     if dialect != "postgresql":
