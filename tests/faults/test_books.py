@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import update
 
-from server.core import queue, work
+from server.core import completion, queue, work
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
@@ -23,7 +23,7 @@ async def finish(core: Core, actor: Actor, task_id: str) -> str:
         core, actor, task_id, title="Code changes", artifact_type="code_patch", content=patch(task_id)
     )
     criteria = [{"criterion": 0, "status": "satisfied", "evidence": [artifact.artifact_id], "note": None}]
-    await work.complete_task(core, actor, task_id, success=True, summary="Done.", criteria_results=criteria)
+    await completion.complete_task(core, actor, task_id, success=True, summary="Done.", criteria_results=criteria)
     return artifact.artifact_id
 
 

@@ -30,7 +30,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from server.core import queue
+from server.core import intake
 from server.core.models import Actor
 from server.core.service import Core
 
@@ -44,7 +44,7 @@ async def enqueue_work(core: Core, count: int) -> list[str]:
     """`count` code changes under src/, each with one acceptance criterion: an agent's patch passes the prover."""
     return [
         (
-            await queue.enqueue_task(
+            await intake.enqueue_task(
                 core,
                 ADMIN,
                 objective=f"Change module {n}",
