@@ -16,10 +16,11 @@ TEMPLATES: Final = {
     "Run": "jct://runs/{run_id}",
     "EvidencePack": "jct://evidence/{evidence_pack_id}",
     "Artifact": "jct://artifacts/{artifact_id}",
+    "Mission": "jct://missions/{mission_id}",
 }
 _PREFIX: Final = {kind: template.split("{", 1)[0] for kind, template in TEMPLATES.items()}
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-_RECORD = re.compile(rf"jct://(tasks|issues|runs|evidence|artifacts)/({_UUID})")
+_RECORD = re.compile(rf"jct://(tasks|issues|runs|evidence|artifacts|missions)/({_UUID})")
 MAX_LENGTH: Final = 128
 
 
@@ -46,6 +47,10 @@ def evidence(pack_id: str) -> str:
 
 def artifact(artifact_id: str) -> str:
     return of("Artifact", artifact_id)
+
+
+def mission(mission_id: str) -> str:
+    return of("Mission", mission_id)
 
 
 def is_jct_uri(uri: str) -> bool:

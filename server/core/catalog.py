@@ -101,6 +101,7 @@ _COMPLETERS: dict[EntityKind, Completer] = {
     EntityKind.RUN: listing.complete_run_ids,
     EntityKind.EVIDENCE_PACK: listing.complete_evidence_pack_ids,
     EntityKind.ARTIFACT: listing.complete_artifact_ids,
+    EntityKind.MISSION: listing.complete_mission_ids,
 }
 
 

@@ -20,6 +20,7 @@ class AuditChange:
     entity_kind: str
     entity_id: str
     after: Mapping[str, Any] | None
+    mission_id: str | None = None  # a task's mission
 
 
 async def latest_audit_id(core: Core) -> int:
@@ -39,6 +40,7 @@ async def audit_after(core: Core, after_id: int, holes: Collection[int], limit: 
             entity_kind=str(row["entity_kind"]),
             entity_id=str(row["entity_id"]),
             after=row["after"] if isinstance(row["after"], Mapping) else None,
+            mission_id=str(row["mission_id"]) if row["mission_id"] is not None else None,
         )
         for row in rows
     ]

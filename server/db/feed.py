@@ -20,13 +20,14 @@ async def audit_after(conn: AsyncConnection, after_id: int, holes: Collection[in
 
     Two primary-key walks, merged here: `id > after OR id IN holes` in one statement is read in full
     and sorted before the LIMIT on PostgreSQL, which costs as much as the follower is behind."""
-    a = t.audit_log
-    columns = (a.c.id, a.c.action, a.c.entity_kind, a.c.entity_id, a.c.after)
-    rows = list(
-        (await conn.execute(select(*columns).where(a.c.id > after_id).order_by(a.c.id).limit(limit))).mappings()
-    )
+    a, tasks = t.audit_log, t.tasks
+    # A task's row also names its mission (by primary key), whose page changes with it.
+    rows_of = a.outerjoin(tasks, (a.c.entity_kind == "Task") & (tasks.c.id == a.c.entity_id))
+    columns = (a.c.id, a.c.action, a.c.entity_kind, a.c.entity_id, a.c.after, tasks.c.mission_id)
+    after = select(*columns).select_from(rows_of).where(a.c.id > after_id).order_by(a.c.id).limit(limit)
+    rows = list((await conn.execute(after)).mappings())
     waiting = sorted(hole for hole in holes if hole <= after_id)
     if waiting:
-        rows += (await conn.execute(select(*columns).where(a.c.id.in_(waiting)))).mappings().all()
+        rows += (await conn.execute(select(*columns).select_from(rows_of).where(a.c.id.in_(waiting)))).mappings().all()
         rows.sort(key=lambda row: int(row["id"]))
     return rows[:limit]

@@ -328,3 +328,11 @@ async def complete_artifact_ids(conn: AsyncConnection, value: str, limit: int) -
     if value.strip():
         query = query.where(_matches(artifacts.c.id, [artifacts.c.title, tasks.c.objective], value))
     return [str(row) for row in (await conn.execute(query)).scalars().all()]
+
+
+async def complete_mission_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
+    missions = t.missions
+    query = select(missions.c.id).order_by(missions.c.created_at.desc(), missions.c.id.desc()).limit(limit)
+    if value.strip():
+        query = query.where(_matches(missions.c.id, [missions.c.title], value))
+    return [str(row) for row in (await conn.execute(query)).scalars().all()]

@@ -26,6 +26,8 @@ class Changes:
             self.uris.add(pages.run(str(run_id)))
         if kind == "Task":
             self.uris.add(pages.QUEUE)
+        if row.mission_id is not None:
+            self.uris.add(pages.mission(row.mission_id))
         if kind == "EvidencePack":
             self.uris.add(pages.PENDING_REVIEWS)
         if action in LISTED:

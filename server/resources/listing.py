@@ -18,6 +18,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams
 from mcp_types import Resource as MCPResource
 
+from server import uris
+from server.core import mission_status
 from server.core.catalog import RECENT, RUNNING, Listed, Position, listed_tasks
 from server.core.service import Core, decode_cursor, encode_cursor
 from server.errors import JctError
@@ -26,6 +28,8 @@ from server.vocab import Priority
 
 # Tasks per page; each brings up to four resources (issue, task, newest run, evidence pack).
 PAGE_TASKS = 25
+# Active missions on the first page.
+MISSIONS_LISTED = 20
 MARKDOWN = "text/markdown"
 NAME_CHARS = 80
 
@@ -106,6 +110,16 @@ def entries(listed: Listed) -> list[MCPResource]:
 async def list_page(core: Core, fixed: list[MCPResource], cursor: str | None, page_tasks: int) -> ListResourcesResult:
     tasks, following = await listed_tasks(core, _decode(cursor), page_tasks)
     resources = list(fixed) if cursor is None else []
+    if cursor is None:  # the first page: active missions first, newest first
+        active = await mission_status.list_missions(core, status="active", limit=MISSIONS_LISTED)
+        resources += [
+            _resource(
+                uris.mission(m.mission_id),
+                f"Mission: {headline(m.title, NAME_CHARS)}",
+                f"{m.status} · {m.approved}/{m.total} tasks approved · phases, blockers, decisions",
+            )
+            for m in active.missions
+        ]
     for listed in tasks:
         resources += entries(listed)
     return ListResourcesResult(resources=resources, next_cursor=_encode(following))

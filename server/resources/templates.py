@@ -14,11 +14,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 
 from server import uris
-from server.core import catalog, pages, queue, review
+from server.core import catalog, mission_status, pages, queue, review
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
-from server.resources import briefing, render
+from server.resources import briefing, mission_page, render
 from server.vocab import EntityKind
 
 MARKDOWN = "text/markdown"
@@ -31,6 +31,7 @@ ISSUE = uris.TEMPLATES["Issue"]
 RUN = uris.TEMPLATES["Run"]
 EVIDENCE = uris.TEMPLATES["EvidencePack"]
 ARTIFACT = uris.TEMPLATES["Artifact"]
+MISSION = uris.TEMPLATES["Mission"]
 
 # Completion of each template's one variable: ids by prefix, or by words of the objective or title.
 COMPLETERS: dict[str, tuple[str, EntityKind]] = {
@@ -39,6 +40,7 @@ COMPLETERS: dict[str, tuple[str, EntityKind]] = {
     RUN: ("run_id", EntityKind.RUN),
     EVIDENCE: ("evidence_pack_id", EntityKind.EVIDENCE_PACK),
     ARTIFACT: ("artifact_id", EntityKind.ARTIFACT),
+    MISSION: ("mission_id", EntityKind.MISSION),
 }
 
 # A malformed id is as absent as an unknown one: both are the client's resource-not-found.
@@ -48,6 +50,7 @@ _NOT_FOUND = {
     ErrorCode.RUN_NOT_FOUND,
     ErrorCode.EVIDENCE_PACK_NOT_FOUND,
     ErrorCode.ARTIFACT_NOT_FOUND,
+    ErrorCode.MISSION_NOT_FOUND,
 }
 
 T = TypeVar("T")
@@ -161,6 +164,18 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
     async def read_evidence(evidence_pack_id: str) -> str:
         uri = uris.evidence(evidence_pack_id)
         return render.evidence_page(await _guard(uri, pages.evidence_page(core, evidence_pack_id)))
+
+    @server.resource(
+        MISSION,
+        name="mission",
+        title="Mission",
+        description="A mission: goal, phases with progress, open blockers, decisions so far, the tasks claimable next.",
+        mime_type=MARKDOWN,
+    )
+    async def read_mission(mission_id: str) -> str:
+        uri = uris.mission(mission_id)
+        view = await _guard(uri, mission_status.get_mission(core, mission_id, include=["tasks"]))
+        return mission_page.mission_page(view)
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:

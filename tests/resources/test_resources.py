@@ -344,6 +344,7 @@ async def test_templates_are_listed(client: Client) -> None:
         "jct://runs/{run_id}",
         "jct://evidence/{evidence_pack_id}",
         "jct://artifacts/{artifact_id}",
+        "jct://missions/{mission_id}",
     }
     assert all(t.description for t in templates.values())
     assert templates["jct://issues/{issue_id}"].mime_type == "text/markdown"
