@@ -1,4 +1,4 @@
-"""MCP prompts: slash commands (/mcp__jct__work_next, /mcp__jct__review, /mcp__jct__enqueue) with live state."""
+"""MCP prompts: slash commands (/mcp__jct__work_next, review, enqueue, plan) with live state."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
 
-from server.core import catalog, pages, queue, review
+from server.core import catalog, mission_status, pages, queue, review
 from server.core.models import parse_id
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
@@ -47,7 +47,7 @@ async def _pack_state(core: Core, evidence_pack_id: str) -> pages.PackState:
 
 
 def register_prompts(server: MCPServer[Any], core: Core) -> None:
-    """work_next, review and enqueue, each rendering the queue's live state; completions for their arguments."""
+    """work_next, review, enqueue and plan, each rendering live state; completions for their arguments."""
 
     @server.prompt(
         name="work_next",
@@ -99,6 +99,20 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
             raise _bad("request is empty: say in plain language what you want done.")
         queued = await queue.list_tasks(core, status="queued", limit=texts.QUEUE_SHOWN)
         return [UserMessage(texts.enqueue(request, core.settings.allowed_repo_prefixes, queued))]
+
+    @server.prompt(
+        name="plan",
+        title="Plan a JCT mission",
+        description="Turn a goal into a mission: phases of tasks with dependencies, created in one step with "
+        "jct_create_mission, with the active missions embedded.",
+    )
+    async def plan(
+        goal: Annotated[str, Field(description="The goal, in plain language.")],
+    ) -> list[UserMessage]:
+        if not goal.strip():
+            raise _bad("goal is empty: say in plain language what the mission should achieve.")
+        active = await mission_status.list_missions(core, status="active", limit=texts.QUEUE_SHOWN)
+        return [UserMessage(texts.plan(goal, core.settings.allowed_repo_prefixes, active))]
 
     _register_completions(server, core)
 

@@ -237,3 +237,43 @@ def enqueue(request: str, allowed_prefixes: Sequence[str], queued: results.TaskL
             for t in queued.tasks
         ]
     return "\n".join(lines)
+
+
+# --- plan --------------------------------------------------------------------------------------
+
+
+def plan(goal: str, allowed_prefixes: Sequence[str], active: results.MissionList) -> str:
+    repos = f" Repositories must start with one of: {', '.join(allowed_prefixes)}." if allowed_prefixes else ""
+    lines = [
+        "Plan the goal below as one JCT mission and create it with jct_create_mission.",
+        "",
+        "Goal:",
+        '"""',
+        clip(goal, REQUEST_CHARS, "ask the requester for the rest"),
+        '"""',
+        "",
+        "How a mission runs: its phases run in order, and a task is claimable only once every task it "
+        "depends_on and every task of the earlier phases is approved; until then it is blocked. Agents record "
+        'decisions with jct_report_progress(kind="decision"), and every later task of the mission reads them in '
+        "its briefing.",
+        "",
+        "Plan it like this:",
+        "1. Phases in the order work must happen (e.g. Specify, Build, Document). A phase needs at least one "
+        "task; use as few phases as the work needs.",
+        "2. Tasks: each one independently reviewable change, with a short unique key (e.g. spec-api), an "
+        "imperative objective, an operation (code_change, docs, analysis or ops), target_repo (and target_path "
+        f"to confine it), and 1 to 5 acceptance criteria provable from an artifact.{repos}",
+        "3. depends_on: within a phase, the keys a task must wait for (tasks of earlier phases wait anyway). "
+        "No cycles, and never a task of a later phase.",
+        "4. idempotency_key: a slug of the goal, so a retry does not create it twice.",
+        "",
+        "If something essential is unclear (which repository, what done means), ask before creating it. "
+        "Afterwards, give the mission_id and its page jct://missions/<mission_id>.",
+    ]
+    if active.missions:
+        lines += ["", "Active missions (do not plan one of these again):"]
+        lines += [
+            f"- {headline(m.title)} · {m.approved}/{m.total} approved (mission_id {m.mission_id})"
+            for m in active.missions
+        ]
+    return "\n".join(lines)

@@ -18,6 +18,7 @@ from server.mcp import build_mcp
 from server.prompts import register_prompts
 from server.resources import register_resources
 from tests.core.helpers import ADMIN, ALICE, PATCH, enqueue
+from tests.core.test_missions import created, mission, task
 from tests.forgery import AS_WORKER, FORGED, assert_marked, assert_only_jct_structure, hostile_run
 
 pytestmark = pytest.mark.anyio
@@ -59,7 +60,7 @@ async def waiting_review(core: Core) -> results.Completion:
 
 async def test_prompts_are_listed_with_their_arguments(client: Client) -> None:
     prompts = {p.name: p for p in (await client.list_prompts()).prompts}
-    assert set(prompts) == {"work_next", "review", "enqueue"}
+    assert set(prompts) == {"work_next", "review", "enqueue", "plan"}
     arguments: dict[str, list[tuple[str, bool]]] = {
         name: [(a.name, bool(a.required)) for a in p.arguments or []] for name, p in prompts.items()
     }
@@ -67,6 +68,7 @@ async def test_prompts_are_listed_with_their_arguments(client: Client) -> None:
         "work_next": [("operation", False)],
         "review": [("evidence_pack_id", False)],
         "enqueue": [("request", True)],
+        "plan": [("goal", True)],
     }
     for p in prompts.values():
         assert p.title
@@ -213,7 +215,7 @@ async def test_prompts_render_over_a_legacy_session(core: Core) -> None:
     register_prompts(server, core)
     register_resources(server, core)
     async with Client(server, mode="legacy") as client:
-        assert {p.name for p in (await client.list_prompts()).prompts} == {"work_next", "review", "enqueue"}
+        assert {p.name for p in (await client.list_prompts()).prompts} == {"work_next", "review", "enqueue", "plan"}
         assert "jct_claim_next" in await prompt(client, "work_next")
         assert done.evidence_pack.id in await prompt(client, "review", evidence_pack_id=done.evidence_pack.id)
         assert "jct_enqueue_task" in await prompt(client, "enqueue", request="Add a changelog")
@@ -226,3 +228,14 @@ async def test_prompts_render_over_a_legacy_session(core: Core) -> None:
             ResourceTemplateReference(type="ref/resource", uri="jct://runs/{run_id}"), {"name": "run_id", "value": ""}
         )
         assert runs.completion.values == [done.run_id]
+
+
+async def test_plan_explains_missions_and_names_the_active_ones(core: Core, client: Client) -> None:
+    ids = await created(client, mission([task("a")], title="Migrate billing"))
+    body = await prompt(client, "plan", goal="Add SSO to the admin console")
+    assert "Add SSO to the admin console" in body
+    assert "jct_create_mission" in body
+    assert "depends_on" in body
+    assert f"mission_id {ids['mission']}" in body
+    with pytest.raises(Exception, match="goal is empty"):
+        await prompt(client, "plan", goal="  ")
