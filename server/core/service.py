@@ -38,6 +38,13 @@ class Core:
         )
         return cls(database, settings, TraceStore(settings.traces, settings.max_artifact_bytes))
 
+    async def ping(self) -> None:
+        """Reach the database; raises what the driver raised when it cannot."""
+        await self.db.ping()
+
+    async def close(self) -> None:
+        await self.db.dispose()
+
     def now(self) -> ColumnElement[datetime]:
         return db_now(self.db)
 

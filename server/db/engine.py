@@ -227,6 +227,11 @@ class Database:
         """
         return anyio.CancelScope(shield=True)
 
+    async def ping(self) -> None:
+        """One trivial read; raises whatever keeps the database from answering."""
+        async with self.read() as conn:
+            await conn.execute(text("SELECT 1"))
+
     async def dispose(self) -> None:
         await self.engine.dispose()
 
