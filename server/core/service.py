@@ -15,7 +15,7 @@ from server.config import Settings
 from server.core.models import Actor, Limits, Priority
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
-from server.db.engine import Database, db_now, db_now_plus
+from server.db.engine import Database, db_now
 from server.errors import invalid
 
 
@@ -47,9 +47,6 @@ class Core:
 
     def now(self) -> ColumnElement[datetime]:
         return db_now(self.db)
-
-    def lease_expiry(self) -> ColumnElement[datetime]:
-        return db_now_plus(self.db, self.settings.lease_seconds)
 
     @property
     def separation_of_duties(self) -> bool:
