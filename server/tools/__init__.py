@@ -8,6 +8,7 @@ from typing import Any
 
 from mcp.server import MCPServer
 
+from server import sdk
 from server.core.service import Core
 from server.identity import Identity
 from server.tools import admin, observe, review, worker
@@ -25,17 +26,17 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
     """Register the selected toolsets; returns each registered tool's toolset (what roles are checked against)."""
     toolset_of: dict[str, str] = {}
     for name in toolsets:
-        before = {tool.name for tool in server._tool_manager.list_tools()}
+        before = {tool.name for tool in sdk.registered_tools(server)}
         TOOLSETS[name](server, core, identity)
-        for tool in server._tool_manager.list_tools():
+        for tool in sdk.registered_tools(server):
             if tool.name not in before:
                 toolset_of[tool.name] = name
     # Every character of tools/list lands in each agent's context window: drop the
     # auto-generated "title" keys, which only repeat the property names.
-    for tool in server._tool_manager.list_tools():
+    for tool in sdk.registered_tools(server):
         _strip_titles(tool.parameters)
-        if tool.fn_metadata.output_schema is not None:
-            tool.fn_metadata.output_schema = _flat_output_schema(tool.fn_metadata.output_schema)
+        if tool.output_schema is not None:
+            sdk.set_output_schema(tool, _flat_output_schema(tool.output_schema))
     return toolset_of
 
 
