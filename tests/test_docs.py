@@ -1,13 +1,21 @@
-"""Docs that cannot drift: every tool, setting, error code and command appears in the README."""
+"""Docs that cannot drift: every tool, setting, error code, resource, prompt and command appears in the README."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import typer
+from typer.core import TyperGroup
 
+from server import cli
 from server.config import Settings
+from server.core.service import Core
 from server.errors import ErrorCode, RpcCode
+from server.identity import LocalIdentity
+from server.mcp import JctServer, build_mcp
 from server.tools import TOOLSETS
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
@@ -42,3 +50,55 @@ def test_every_tool_is_in_the_tools_table() -> None:
         assert names
         for name in names:
             assert f"| `{name}` |" in README, f"{name} is not in the README's tools table"
+
+
+def _commands(group: TyperGroup, prefix: str = "jct") -> list[str]:
+    """Every command and subcommand of `group`, as typed: `jct serve`, `jct db upgrade`, ..."""
+    found: list[str] = []
+    for name, command in group.commands.items():
+        path = f"{prefix} {name}"
+        if isinstance(command, TyperGroup):
+            found += _commands(command, path)
+        else:
+            found.append(path)
+    return found
+
+
+COMMANDS = _commands(typer.main.get_group(cli.app))
+
+
+def test_the_cli_is_walked() -> None:
+    assert {"jct serve", "jct db upgrade", "jct db copy", "jct token rotate", "jct review"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_is_in_the_commands_table(command: str) -> None:
+    assert re.search(rf"^\| `{re.escape(command)}[ `]", README, re.MULTILINE), f"{command} is not in the Commands table"
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[JctServer]:
+    """The MCP server as `jct serve` builds it; listing what it registered never touches the database."""
+    core = Core.build(Settings(_env_file=None, home=tmp_path))  # type: ignore[call-arg]
+    try:
+        yield build_mcp(core, LocalIdentity())
+    finally:
+        await core.db.dispose()
+
+
+@pytest.mark.anyio
+async def test_every_resource_and_resource_template_is_in_the_resources_table(server: JctServer) -> None:
+    fixed = [str(resource.uri) for resource in await server.list_resources()]
+    templates = [template.uri_template for template in await server.list_resource_templates()]
+    assert len(fixed) == 2
+    assert len(templates) == 5
+    for uri in fixed + templates:
+        assert f"| `{uri}` |" in README, f"{uri} is not in the README's resources table"
+
+
+@pytest.mark.anyio
+async def test_every_prompt_is_documented(server: JctServer) -> None:
+    prompts = [prompt.name for prompt in await server.list_prompts()]
+    assert prompts
+    for name in prompts:
+        assert f"`/mcp__jct__{name}" in README, f"the prompt {name} is not in README.md"
