@@ -60,10 +60,17 @@ def has_prompt(server: MCPServer[Any], name: str) -> bool:
     return server._prompt_manager.get_prompt(name) is not None
 
 
+def output_schema(tool: Tool) -> dict[str, Any] | None:
+    """The outputSchema the SDK derived for a tool, from `fn_metadata` (mcp 2.3)."""
+    return tool.fn_metadata.output_schema
+
+
 def set_output_schema(tool: Tool, schema: dict[str, Any]) -> None:
-    """Publish `schema` as the tool's outputSchema. The SDK derives it into `fn_metadata.output_schema`, lists
-    it and validates results against it; there is no setter (mcp 2.3)."""
+    """Publish `schema` as the tool's outputSchema, which the SDK lists and validates results against. There is
+    no setter: it lives in `fn_metadata.output_schema`, and `Tool.output_schema` is a cached_property over it,
+    so a copy cached there is dropped too (mcp 2.3)."""
     tool.fn_metadata.output_schema = schema
+    vars(tool).pop("output_schema", None)
 
 
 def resource_security(server: MCPServer[Any]) -> ResourceSecurity:

@@ -109,8 +109,10 @@ async def test_registered_tools_and_prompts_are_found_and_an_output_schema_can_b
     assert not sdk.has_tool(server, "triple")
     assert sdk.has_prompt(server, "hello")
     assert not sdk.has_prompt(server, "goodbye")
+    assert sdk.output_schema(tool) == tool.output_schema  # reading the SDK's own caches it
     schema = {"type": "object", "properties": {"value": {"type": "integer"}}, "required": ["value"]}
     sdk.set_output_schema(tool, schema)
+    assert sdk.output_schema(tool) == schema
     async with Client(server, mode="legacy") as client:
         (listed,) = (await client.list_tools()).tools
         assert listed.output_schema == schema, f"{MCP}: fn_metadata.output_schema no longer reaches tools/list"

@@ -35,8 +35,9 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
     # auto-generated "title" keys, which only repeat the property names.
     for tool in sdk.registered_tools(server):
         _strip_titles(tool.parameters)
-        if tool.output_schema is not None:
-            sdk.set_output_schema(tool, _flat_output_schema(tool.output_schema))
+        schema = sdk.output_schema(tool)
+        if schema is not None:
+            sdk.set_output_schema(tool, _flat_output_schema(schema))
     return toolset_of
 
 

@@ -81,6 +81,17 @@ async def test_toolsets_select_the_exposed_groups(connect: ClientFactory) -> Non
     assert names == WORKER
 
 
+async def test_output_schemas_are_flat_for_cheap_checking(connect: ClientFactory) -> None:
+    """The SDK client checks every result against its tool's output schema: no $ref to resolve, no anyOf to try."""
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    for tool in tools:
+        schema = json.dumps(tool.output_schema)
+        assert tool.output_schema is not None, tool.name
+        assert '"$ref"' not in schema, tool.name
+        assert '"anyOf"' not in schema, tool.name
+
+
 async def test_the_surface_fits_the_context_budget(connect: ClientFactory) -> None:
     async with connect() as client:
         full = _context_chars((await client.list_tools()).tools)
