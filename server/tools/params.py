@@ -13,4 +13,6 @@ ClaimedRun = Annotated[
     Field(description="The run_id your claim returned: pass it, so a late call can never touch someone else's run."),
 ]
 Operation = Literal["code_change", "docs", "analysis", "ops"]
+OperationFilter = Annotated[Operation | None, Field(description="Only tasks of this operation.")]
+Limit = Annotated[int, Field(ge=1, le=100, description="At most this many per page.")]
 Cursor = Annotated[str | None, Field(description="next_cursor of the previous page.")]
