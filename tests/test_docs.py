@@ -52,28 +52,39 @@ def test_every_tool_is_in_the_tools_table() -> None:
             assert f"| `{name}` |" in README, f"{name} is not in the README's tools table"
 
 
-def _commands(group: TyperGroup, prefix: str = "jct") -> list[str]:
-    """Every command and subcommand of `group`, as typed: `jct serve`, `jct db upgrade`, ..."""
-    found: list[str] = []
+def _commands(group: TyperGroup, prefix: str = "jct") -> dict[str, list[str]]:
+    """Every command and subcommand of `group`, as typed (`jct db upgrade`), with its long options."""
+    found: dict[str, list[str]] = {}
     for name, command in group.commands.items():
         path = f"{prefix} {name}"
         if isinstance(command, TyperGroup):
-            found += _commands(command, path)
+            found |= _commands(command, path)
         else:
-            found.append(path)
+            options = [o for param in command.params for o in param.opts if o.startswith("--")]
+            found[path] = [option for option in options if option != "--help"]
     return found
 
 
 COMMANDS = _commands(typer.main.get_group(cli.app))
 
 
+def _rows(command: str) -> str:
+    """The Commands table's rows for `command`."""
+    pattern = rf"^\| `{re.escape(command)}[ `].*$"
+    return "\n".join(re.findall(pattern, README, re.MULTILINE))
+
+
 def test_the_cli_is_walked() -> None:
     assert {"jct serve", "jct db upgrade", "jct db copy", "jct token rotate", "jct review"} <= set(COMMANDS)
+    assert "--stdio" in COMMANDS["jct serve"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_is_in_the_commands_table(command: str) -> None:
-    assert re.search(rf"^\| `{re.escape(command)}[ `]", README, re.MULTILINE), f"{command} is not in the Commands table"
+def test_every_command_and_its_options_are_in_the_commands_table(command: str) -> None:
+    rows = _rows(command)
+    assert rows, f"{command} is not in the Commands table"
+    for option in COMMANDS[command]:
+        assert option in rows, f"{command} {option} is not in the Commands table"
 
 
 @pytest.fixture
