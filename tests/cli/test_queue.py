@@ -172,16 +172,8 @@ async def test_reviews_review_and_show_run_and_evidence(tmp_path: Path) -> None:
 
 
 async def test_enqueue_prints_the_task_and_its_issue(tmp_path: Path) -> None:
-    code, out, err = await jct(
-        tmp_path,
-        "enqueue",
-        "Write the runbook",
-        "--operation",
-        "docs",
-        "--repo",
-        "myorg/ops",
-        env=operator_env(tmp_path),
-    )
+    args = ("Rotate the keys", "--operation", "ops", "--repo", "myorg/infra")
+    code, out, err = await jct(tmp_path, "enqueue", *args, env=operator_env(tmp_path))
     assert code == 0, err
     assert re.fullmatch(rf"enqueued task {UUID.pattern} status=queued issue={UUID.pattern}\n", out), out
     assert err == ""
