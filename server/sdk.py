@@ -2,7 +2,7 @@
 
 The SDK has no public way to do these things yet. Also here: sse-starlette's process-wide `AppStatus`, which
 the SDK's SSE transport streams through. tests/test_sdk.py fails loudly, naming the attribute, when an SDK
-upgrade removes or renames one of them; the rest of JCT calls these functions and touches nothing private.
+upgrade removes or renames one of them. Call sites use these functions, never the private names.
 """
 
 from __future__ import annotations
