@@ -11,10 +11,8 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
-from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -26,6 +24,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
+from server import sdk
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.failures import FailureLog
@@ -64,22 +63,12 @@ class JctServer(MCPServer[Any]):
         self.in_flight = InFlight()
         # Requests that fail because the database or the disk did: one log line per kind per interval.
         self.failures = FailureLog(log, "tool calls, resources and prompts answer UNAVAILABLE")
-        low = self._lowlevel_server
-        low.add_request_handler("resources/subscribe", SubscribeRequestParams, hub.subscribe)
-        low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
-        low.middleware.append(hub.observe)
-        low.middleware.append(self._only_usable_tools)
-        low.middleware.append(self._world_failures)
-        # The SDK advertises listChanged only when told to; the handshake-era transports ask
-        # the low-level server for its options with no arguments, so answer for them.
-        plain = low.create_initialization_options
-
-        def with_list_changed(
-            notification_options: NotificationOptions | None = None, *args: Any, **kw: Any
-        ) -> InitializationOptions:
-            return plain(notification_options or NotificationOptions(resources_changed=True), *args, **kw)
-
-        low.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+        sdk.add_request_handler(self, "resources/subscribe", SubscribeRequestParams, hub.subscribe)
+        sdk.add_request_handler(self, "resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
+        self.middleware.append(hub.observe)
+        self.middleware.append(self._only_usable_tools)
+        self.middleware.append(self._world_failures)
+        sdk.advertise_list_changed(self)
 
     def toolset(self, tool: str) -> str:
         return self.toolset_of.get(tool, "admin")
@@ -95,7 +84,7 @@ class JctServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        known = self._tool_manager.get_tool(name) is not None
+        known = sdk.has_tool(self, name)
         # Only registered names become label values: garbage names must not grow the metric.
         self.in_flight.enter()
         try:
@@ -144,7 +133,7 @@ class JctServer(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
     ) -> GetPromptResult | InputRequiredResult:
         # An unknown prompt is the caller's mistake: INVALID_PARAMS, not a server error.
-        if self._prompt_manager.get_prompt(name) is None:
+        if not sdk.has_prompt(self, name):
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}. Call prompts/list for the available prompts.")
         return await super().get_prompt(name, arguments, context)
 

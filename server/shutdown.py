@@ -25,6 +25,8 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server import sdk
+
 log = logging.getLogger("jct.shutdown")
 
 # After the grace: how long cancelled calls get to write their answers, and streams to end.
@@ -135,7 +137,6 @@ def _is_listen(scope: Scope) -> bool:
 def draining_server(config: Any, grace: float) -> Any:
     """uvicorn's Server, whose shutdown (SIGTERM, Ctrl-C) drains first (steps 1-3), then ends the streams."""
     import uvicorn
-    from sse_starlette.sse import AppStatus
 
     config.timeout_graceful_shutdown = STREAMS_SECONDS
 
@@ -143,12 +144,11 @@ def draining_server(config: Any, grace: float) -> Any:
         async def serve(self, sockets: list[socket.socket] | None = None) -> None:
             # sse-starlette ends every event stream the moment uvicorn sees a signal, tool call
             # responses included (they are streams too): JCT says when streams end instead.
-            AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+            sdk.hold_event_streams()
             try:
                 await super().serve(sockets)
             finally:
-                AppStatus.should_exit = False
-                AppStatus.enable_automatic_graceful_drain_mode()  # type: ignore[no-untyped-call]
+                sdk.reset_event_streams()
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             drain: Drain = config.app.state.drain
@@ -159,7 +159,7 @@ def draining_server(config: Any, grace: float) -> Any:
             for connection in list(self.server_state.connections):
                 connection.shutdown()
             await drain.run(grace)
-            AppStatus.should_exit = True  # now end the event streams that never end on their own
+            sdk.end_event_streams()  # now end the event streams that never end on their own
             await super().shutdown(sockets)
 
     return DrainingServer(config)

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from server.app import create_app
-from server.cli import bind_socket
+from server.cli.serve import bind_socket
 from server.config import Settings
 from server.db.engine import Database
 from server.db.tables import runs, tasks

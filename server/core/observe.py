@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import anyio
 
 from server.core import results, views
@@ -14,6 +16,13 @@ from server.vocab import EntityKind
 
 RUN_EVENTS_SHOWN = 50
 RUNS_SHOWN = 20
+
+# What an id names, with its view (`find`).
+Found = (
+    tuple[Literal["task"], results.TaskView]
+    | tuple[Literal["run"], results.RunView]
+    | tuple[Literal["evidence"], results.EvidencePackDetail]
+)
 
 
 async def get_context(core: Core, task_id: str) -> results.TaskContext:
@@ -93,6 +102,25 @@ async def get_evidence(core: Core, run_id: str) -> results.EvidenceView:
                 "Evidence is created when the run is completed with jct_complete_task.",
             )
     return results.EvidenceView(evidence_pack=views.evidence_detail(pack))
+
+
+async def find(core: Core, entity_id: str) -> Found:
+    """The task, run or evidence pack `entity_id` names, whichever it is; INVALID_ARGUMENT when none."""
+    try:
+        return "task", await get_task(core, entity_id)
+    except JctError as exc:
+        if exc.code is not ErrorCode.TASK_NOT_FOUND:
+            raise
+    try:
+        return "run", await get_run(core, entity_id)
+    except JctError as err:
+        if err.code is not ErrorCode.RUN_NOT_FOUND:
+            raise
+    async with core.db.read() as conn:
+        pack = await queries.get_evidence_pack(conn, parse_id(entity_id, "id"))
+    if pack is None:
+        raise JctError(ErrorCode.INVALID_ARGUMENT, f"{entity_id} is not a task, run or evidence pack id.")
+    return "evidence", views.evidence_detail(pack)
 
 
 async def get_artifact(

@@ -15,7 +15,7 @@ from server.config import Settings
 from server.core.models import Limits
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
-from server.db.engine import Database, db_now, db_now_plus
+from server.db.engine import Database, db_now
 from server.errors import invalid
 from server.vocab import Priority
 
@@ -39,11 +39,15 @@ class Core:
         )
         return cls(database, settings, TraceStore(settings.traces, settings.max_artifact_bytes))
 
+    async def ping(self) -> None:
+        """Reach the database; raises what the driver raised when it cannot."""
+        await self.db.ping()
+
+    async def close(self) -> None:
+        await self.db.dispose()
+
     def now(self) -> ColumnElement[datetime]:
         return db_now(self.db)
-
-    def lease_expiry(self) -> ColumnElement[datetime]:
-        return db_now_plus(self.db, self.settings.lease_seconds)
 
     @property
     def separation_of_duties(self) -> bool:

@@ -6,13 +6,13 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from sqlalchemy import ColumnElement, Float, event, func, literal, text
+from sqlalchemy import ColumnElement, event, func, literal, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
@@ -227,6 +227,11 @@ class Database:
         """
         return anyio.CancelScope(shield=True)
 
+    async def ping(self) -> None:
+        """One trivial read; raises whatever keeps the database from answering."""
+        async with self.read() as conn:
+            await conn.execute(text("SELECT 1"))
+
     async def dispose(self) -> None:
         await self.engine.dispose()
 
@@ -304,9 +309,3 @@ def db_now(db: Database) -> ColumnElement[datetime]:
     if db.is_sqlite:
         return literal(datetime.now(UTC), UTCDateTime())
     return func.now()
-
-
-def db_now_plus(db: Database, seconds: float) -> ColumnElement[datetime]:
-    if db.is_sqlite:
-        return literal(datetime.now(UTC) + timedelta(seconds=seconds), UTCDateTime())
-    return func.now() + func.make_interval(0, 0, 0, 0, 0, 0, literal(float(seconds), Float()))

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ColumnElement, Table
+from sqlalchemy import JSON, Boolean, Table
 from sqlalchemy.sql.elements import BindParameter
 
 from server.db.types import UTCDateTime
@@ -30,11 +30,6 @@ def sqlite_time(value: datetime) -> str:
 def server_now() -> datetime:
     """The embedded database's clock: the server's (SQLite has no clock of its own worth the name)."""
     return datetime.now(UTC)
-
-
-def stored_time(value: datetime | ColumnElement[datetime]) -> str:
-    """A time as stored; the SQLite clock (engine.db_now) is a literal bound value."""
-    return sqlite_time(_plain(value))
 
 
 def _plain(value: Any) -> Any:

@@ -33,7 +33,3 @@ class UTCDateTime(TypeDecorator[datetime]):
 Json = JSON().with_variant(JSONB(), "postgresql")
 # BIGINT on PostgreSQL; SQLite only autoincrements an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)

@@ -11,6 +11,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
 
+from server import sdk
 from server.core import catalog, mission_status, pages, queue, review
 from server.core.models import parse_id
 from server.core.service import Core
@@ -119,8 +120,7 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
 
 def _register_completions(server: MCPServer[Any], core: Core) -> None:
     """work_next's operation and review's evidence_pack_id; anything else goes to the handler registered before."""
-    lowlevel = server._lowlevel_server
-    previous = lowlevel.get_request_handler("completion/complete")
+    previous = sdk.request_handler(server, "completion/complete")
 
     async def complete(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> HandlerResult:
         ref, argument = params.ref, params.argument
@@ -131,10 +131,10 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
             found = await catalog.complete_pending_pack_ids(core, argument.value)
             return CompleteResult(completion=Completion(values=found.ids, has_more=found.has_more))
         if previous is not None:
-            return await previous.handler(ctx, params)
+            return await previous(ctx, params)
         return CompleteResult(completion=Completion(values=[]))
 
-    lowlevel.add_request_handler("completion/complete", CompleteRequestParams, complete)
+    sdk.add_request_handler(server, "completion/complete", CompleteRequestParams, complete)
 
 
 __all__ = ["register_prompts"]

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams
 from mcp_types import Resource as MCPResource
 
-from server import uris
+from server import sdk, uris
 from server.core import mission_status
 from server.core.catalog import RECENT, RUNNING, Listed, Position, listed_tasks
 from server.core.service import Core, decode_cursor, encode_cursor
@@ -134,4 +134,4 @@ def register(server: MCPServer[Any], core: Core, *, page_tasks: int = PAGE_TASKS
         fixed = await server.list_resources() if params.cursor is None else []
         return await list_page(core, fixed, params.cursor, page_tasks)
 
-    server._lowlevel_server.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
+    sdk.add_request_handler(server, "resources/list", PaginatedRequestParams, list_resources)

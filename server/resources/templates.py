@@ -13,7 +13,7 @@ from mcp.server.mcpserver.resources import Resource, ResourceTemplate, TextResou
 from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 
-from server import uris
+from server import sdk, uris
 from server.core import catalog, mission_status, pages, queue, review
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
@@ -198,22 +198,21 @@ def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
             "jct_get_artifact pages through the rest), or text/uri-list for one stored outside JCT."
         ),
         mime_type="text/plain",
-        security=server._resource_security,
+        security=sdk.resource_security(server),
     )
-    server._resource_manager._templates[template.uri_template] = template
+    sdk.add_resource_template(server, template)
 
 
 def _register_completions(server: MCPServer[Any], core: Core) -> None:
     """Completions for the templates' ids; any other reference goes to the handler registered before."""
-    lowlevel = server._lowlevel_server
-    previous = lowlevel.get_request_handler("completion/complete")
+    previous = sdk.request_handler(server, "completion/complete")
 
     async def complete(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> HandlerResult:
         ref = params.ref
         entry = COMPLETERS.get(ref.uri) if isinstance(ref, ResourceTemplateReference) else None
         if entry is None:
             if previous is not None:
-                return await previous.handler(ctx, params)
+                return await previous(ctx, params)
             return CompleteResult(completion=Completion(values=[]))
         variable, kind = entry
         if params.argument.name != variable:
@@ -221,4 +220,4 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
         found = await catalog.complete_ids(core, kind, params.argument.value)
         return CompleteResult(completion=Completion(values=found.ids, has_more=found.has_more))
 
-    lowlevel.add_request_handler("completion/complete", CompleteRequestParams, complete)
+    sdk.add_request_handler(server, "completion/complete", CompleteRequestParams, complete)

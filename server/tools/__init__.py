@@ -8,6 +8,7 @@ from typing import Any
 
 from mcp.server import MCPServer
 
+from server import sdk
 from server.core.service import Core
 from server.identity import Identity
 from server.tools import admin, missions, observe, review, worker
@@ -26,19 +27,20 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
     """Register the selected toolsets; returns each registered tool's toolset (what roles are checked against)."""
     toolset_of: dict[str, str] = {}
     for name in toolsets:
-        before = {tool.name for tool in server._tool_manager.list_tools()}
+        before = {tool.name for tool in sdk.registered_tools(server)}
         for register in TOOLSETS[name]:
             register(server, core, identity)
-        for tool in server._tool_manager.list_tools():
+        for tool in sdk.registered_tools(server):
             if tool.name not in before:
                 toolset_of[tool.name] = name
     # Every character of tools/list lands in each agent's context window: drop the
     # auto-generated "title" keys, which only repeat the property names.
-    for tool in server._tool_manager.list_tools():
+    for tool in sdk.registered_tools(server):
         _strip_titles(tool.parameters)
         tool.parameters = _compact_input_schema(tool.parameters)
-        if tool.fn_metadata.output_schema is not None:
-            tool.fn_metadata.output_schema = _flat_output_schema(tool.fn_metadata.output_schema)
+        schema = sdk.output_schema(tool)
+        if schema is not None:
+            sdk.set_output_schema(tool, _flat_output_schema(schema))
     return toolset_of
 
 
@@ -59,22 +61,45 @@ def _compact_input_schema(schema: Any) -> Any:
         node["default"] == empty and type(node["default"]) is type(empty) for empty in _EMPTY_DEFAULTS
     ):
         del node["default"]
-    options = node.get("anyOf")
-    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-        other = options[0] if options[1] == {"type": "null"} else options[1]
-        if isinstance(other, dict) and isinstance(other.get("type"), str):
-            del node["anyOf"]
-            merged = {**other, **node, "type": [other["type"], "null"]}
-            if isinstance(merged.get("enum"), list):
-                merged["enum"] = [*merged["enum"], None]
-            return merged
-    return node
+    return _nullable(node) or node
 
 
-# Keywords that constrain only objects, arrays or strings, so a null passes them anyway.
+# Keywords that constrain only objects, arrays, strings or numbers, so a null passes them anyway.
 _NULL_PASSES = frozenset(
-    {"type", "properties", "required", "additionalProperties", "items", "format", "title", "description"}
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "format",
+        "title",
+        "description",
+        "default",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "minimum",
+        "maximum",
+    }
 )
+
+
+def _nullable(node: dict[str, Any]) -> dict[str, Any] | None:
+    """anyOf [X, null] as X with type [X's type, "null"] (and null among X's enum), or None when X says more
+    than a null would pass."""
+    options = node.get("anyOf")
+    if not (isinstance(options, list) and len(options) == 2 and {"type": "null"} in options):
+        return None
+    other = options[0] if options[1] == {"type": "null"} else options[1]
+    if not (isinstance(other, dict) and isinstance(other.get("type"), str) and set(other) - {"enum"} <= _NULL_PASSES):
+        return None
+    merged = {**other, **{key: value for key, value in node.items() if key != "anyOf"}, "type": [other["type"], "null"]}
+    if isinstance(merged.get("enum"), list):
+        merged["enum"] = [*merged["enum"], None]
+    return merged
 
 
 def _flat_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -93,13 +118,7 @@ def _flat_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1 and depth < 10:
             return flat(definitions[ref.removeprefix("#/$defs/")], depth + 1)
         out = {key: flat(value, depth) for key, value in node.items() if key != "$defs"}
-        options = out.get("anyOf")
-        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-            other = options[0] if options[1] == {"type": "null"} else options[1]
-            if isinstance(other, dict) and isinstance(other.get("type"), str) and set(other) <= _NULL_PASSES:
-                del out["anyOf"]
-                return {**other, **out, "type": [other["type"], "null"]}
-        return out
+        return _nullable(out) or out
 
     flattened: dict[str, Any] = flat(schema)
     if '"$ref"' in json.dumps(flattened):

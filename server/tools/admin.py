@@ -12,7 +12,7 @@ from server.core import cancel, intake, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, WRITE
-from server.tools.params import TaskId
+from server.tools.params import Operation, TaskId
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -28,19 +28,19 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ),
     )
     async def jct_enqueue_task(
-        objective: str,
-        operation: Literal["code_change", "docs", "analysis", "ops"],
+        objective: Annotated[str, Field(description="What the agent should achieve.")],
+        operation: Annotated[Operation, Field(description="The kind of work.")],
         target_repo: Annotated[str, Field(description="e.g. myorg/api-service")],
         ctx: Context,
-        target_ref: str = "main",
+        target_ref: Annotated[str, Field(description="Branch or commit.")] = "main",
         target_path: Annotated[str, Field(description="Scope inside the repo; empty = whole repo.")] = "",
-        time_budget_seconds: int = 3600,
-        priority: Literal["P0", "P1", "P2", "P3", "P4"] = "P2",
-        acceptance_criteria: list[str] | None = None,
-        context_summary: str | None = None,
-        idempotency_key: str | None = None,
+        time_budget_seconds: Annotated[int, Field(description="30..86400.")] = 3600,
+        priority: Annotated[Literal["P0", "P1", "P2", "P3", "P4"], Field(description="P0 goes first.")] = "P2",
+        acceptance_criteria: Annotated[list[str] | None, Field(description="Checkable statements of done.")] = None,
+        context_summary: Annotated[str | None, Field(description="The agent's briefing.")] = None,
+        idempotency_key: Annotated[str | None, Field(description="A resend with it returns the same task.")] = None,
         create_cwom: Annotated[bool, Field(description="Also create the issue and briefing.")] = True,
-        mission_id: str | None = None,
+        mission_id: Annotated[str | None, Field(description="Join this mission.")] = None,
         phase: Annotated[int | None, Field(description="Default: the mission's last; one past it starts one.")] = None,
         depends_on: Annotated[list[str] | None, Field(description="Task ids of the same mission.")] = None,
     ) -> results.Enqueued:
@@ -68,5 +68,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         annotations=DESTRUCTIVE,
         description="Cancel a queued or running task for good; a running agent's next call fails. Cannot be undone.",
     )
-    async def jct_cancel_task(task_id: TaskId, reason: str, ctx: Context) -> results.Cancelled:
+    async def jct_cancel_task(
+        task_id: TaskId, reason: Annotated[str, Field(description="Why; kept in the audit log.")], ctx: Context
+    ) -> results.Cancelled:
         return await cancel.cancel_task(core, identity.actor(ctx), task_id, reason)

@@ -12,30 +12,28 @@ from server.core import cancel, mission_status, missions, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, READ, WRITE
-from server.tools.params import Cursor, Operation
-
-MissionId = Annotated[str, Field(description="The mission's id (UUID).")]
+from server.tools.params import Cursor, IdempotencyKey, Limit, MissionId, Operation, Priority, Reason
 
 
 class PlannedTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    key: str = Field(description="Unique in the mission; depends_on names keys.")
-    objective: str
-    operation: Operation
-    target_repo: str
-    target_ref: str = "main"
-    target_path: str = ""
-    priority: Literal["P0", "P1", "P2", "P3", "P4"] = "P2"
-    time_budget_seconds: int = 3600
-    acceptance_criteria: list[str] = []
-    context_summary: str = ""
-    depends_on: list[str] = Field(default=[], description="Keys of tasks of this or an earlier phase.")
+    key: str = Field(description="Unique in the mission.")
+    objective: str = Field(description="As for jct_enqueue_task.")
+    operation: Operation = Field(description="As for jct_enqueue_task.")
+    target_repo: str = Field(description="e.g. myorg/api")
+    target_ref: str = Field("main", description="Branch.")
+    target_path: str = Field("", description="Scope in the repo.")
+    priority: Priority = "P2"
+    time_budget_seconds: int = Field(3600, description="Seconds.")
+    acceptance_criteria: list[str] = Field([], description="Checkable statements.")
+    context_summary: str = Field("", description="Its briefing.")
+    depends_on: list[str] = Field([], description="Keys it waits for (this or an earlier phase).")
 
 
 class PlannedPhase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str
-    tasks: list[PlannedTask]
+    name: str = Field(description="e.g. Specify")
+    tasks: list[PlannedTask] = Field(description="At least one.")
 
 
 def register_worker(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -49,11 +47,11 @@ def register_worker(mcp: MCPServer[Any], core: Core, identity: Identity) -> None
         ),
     )
     async def jct_create_mission(
-        title: str,
-        goal: str,
-        phases: list[PlannedPhase],
+        title: Annotated[str, Field(description="A short name.")],
+        goal: Annotated[str, Field(description="What done means.")],
+        phases: Annotated[list[PlannedPhase], Field(description="In order: each waits for the one before.")],
         ctx: Context,
-        idempotency_key: str | None = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> results.MissionCreated:
         return await missions.create_mission(
             core,
@@ -76,16 +74,18 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
     )
     async def jct_get_mission(
         mission_id: MissionId,
-        include: list[Literal["tasks"]] | None = None,
-        phase: int | None = None,
+        include: Annotated[list[Literal["tasks"]] | None, Field(description="Also list its tasks.")] = None,
+        phase: Annotated[int | None, Field(description="Only this phase's tasks.")] = None,
         since: Annotated[str | None, Field(description="ISO time: only decisions after it.")] = None,
     ) -> results.MissionView:
         return await mission_status.get_mission(core, mission_id, include=include, phase=phase, since=since)
 
     @mcp.tool(name="jct_list_missions", annotations=READ, description="Missions, newest first, with progress.")
     async def jct_list_missions(
-        status: Literal["active", "completed", "cancelled", "all"] = "active",
-        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        status: Annotated[
+            Literal["active", "completed", "cancelled", "all"], Field(description="Which missions.")
+        ] = "active",
+        limit: Limit = 10,
         cursor: Cursor = None,
     ) -> results.MissionList:
         return await mission_status.list_missions(core, status=status, limit=limit, cursor=cursor)
@@ -97,5 +97,5 @@ def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         annotations=DESTRUCTIVE,
         description="Cancel a mission and every task of it not yet ended. Cannot be undone.",
     )
-    async def jct_cancel_mission(mission_id: MissionId, reason: str, ctx: Context) -> results.MissionCancelled:
+    async def jct_cancel_mission(mission_id: MissionId, reason: Reason, ctx: Context) -> results.MissionCancelled:
         return await cancel.cancel_mission(core, identity.actor(ctx), mission_id, reason)

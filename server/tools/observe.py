@@ -11,7 +11,7 @@ from server.core import observe, queue, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
-from server.tools.params import RunId, TaskId
+from server.tools.params import Cursor, RunId, TaskId
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -51,9 +51,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ),
     )
     async def jct_get_artifact(
-        artifact_id: str,
-        offset: Annotated[int, Field(ge=0)] = 0,
-        max_chars: Annotated[int, Field(ge=1, le=100_000)] = 20_000,
+        artifact_id: Annotated[str, Field(description="The artifact's id (UUID).")],
+        offset: Annotated[int, Field(ge=0, description="First character to read.")] = 0,
+        max_chars: Annotated[int, Field(ge=1, le=100_000, description="Characters to read at most.")] = 20_000,
     ) -> results.ArtifactContent:
         return await observe.get_artifact(core, artifact_id, offset=offset, max_chars=max_chars)
 
@@ -63,10 +63,12 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         description="Every recorded change to an entity, oldest first: who (actor), what (action), before/after.",
     )
     async def jct_get_audit_trail(
-        entity_kind: Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"],
-        entity_id: str,
-        limit: Annotated[int, Field(ge=1, le=200)] = 50,
-        cursor: str | None = None,
+        entity_kind: Annotated[
+            Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"], Field(description="What entity_id names.")
+        ],
+        entity_id: Annotated[str, Field(description="Its id (UUID).")],
+        limit: Annotated[int, Field(ge=1, le=200, description="At most this many per page.")] = 50,
+        cursor: Cursor = None,
     ) -> results.AuditTrail:
         return await observe.get_audit_trail(core, entity_kind, entity_id, limit=limit, cursor=cursor)
 

@@ -12,6 +12,7 @@ from server.core import results, review
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
+from server.tools.params import Cursor, Limit
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -23,9 +24,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             "verdict, summary. Inspect with jct_get_evidence / jct_get_run, then jct_submit_review."
         ),
     )
-    async def jct_list_pending_reviews(
-        limit: Annotated[int, Field(ge=1, le=100)] = 10, cursor: str | None = None
-    ) -> results.PendingReviews:
+    async def jct_list_pending_reviews(limit: Limit = 10, cursor: Cursor = None) -> results.PendingReviews:
         return await review.list_pending_reviews(core, limit=limit, cursor=cursor)
 
     @mcp.tool(
@@ -38,9 +37,12 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ),
     )
     async def jct_submit_review(
-        evidence_pack_id: str,
-        decision: Literal["approved", "rejected", "needs_changes"],
-        reason: str,
+        evidence_pack_id: Annotated[str, Field(description="From jct_list_pending_reviews.")],
+        decision: Annotated[
+            Literal["approved", "rejected", "needs_changes"],
+            Field(description="needs_changes requeues the task with your reason."),
+        ],
+        reason: Annotated[str, Field(description="Why; the next attempt's briefing quotes it.")],
         ctx: Context,
         reviewer_name: Annotated[
             str,

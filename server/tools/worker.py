@@ -14,16 +14,15 @@ from server.core.service import Core
 from server.errors import invalid
 from server.identity import Identity
 from server.tools.annotations import READ, RETRY_SAFE, WRITE
-from server.tools.params import ClaimedRun, Cursor, TaskId
-from server.tools.params import Operation as OperationFilter
+from server.tools.params import ClaimedRun, Cursor, Limit, OperationFilter, TaskId
 
 
 class CriterionReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     criterion: str | int = Field(description="The criterion's text or 0-based index.")
-    status: Literal["satisfied", "unsatisfied"]
+    status: Literal["satisfied", "unsatisfied"] = Field(description="Whether the work meets it.")
     evidence: list[str] = Field(default_factory=list, description="Ids of this run's artifacts that show it.")
-    note: str | None = None
+    note: str | None = Field(default=None, description="Anything the reviewer should know.")
 
     def checked(self, where: str) -> dict[str, Any]:
         """The report as core takes it, after the limits every text a client sends has (README, Input limits)."""
@@ -51,9 +50,12 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ),
     )
     async def jct_list_tasks(
-        status: Literal["queued", "running", "completed", "failed", "cancelled", "all"] = "queued",
-        operation: OperationFilter | None = None,
-        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        status: Annotated[
+            Literal["blocked", "queued", "running", "completed", "failed", "cancelled", "all"],
+            Field(description="Tasks in this status; all: any."),
+        ] = "queued",
+        operation: OperationFilter = None,
+        limit: Limit = 10,
         cursor: Cursor = None,
     ) -> results.TaskList:
         return await queue.list_tasks(core, status=status, operation=operation, limit=limit, cursor=cursor)
@@ -81,7 +83,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     )
     async def jct_claim_next(
         ctx: Context,
-        operation: OperationFilter | None = None,
+        operation: OperationFilter = None,
         repo_prefix: Annotated[str | None, Field(description="Only tasks whose target_repo starts with this.")] = None,
     ) -> results.ClaimNext:
         return await queue.claim_next(core, identity.actor(ctx), operation=operation, repo_prefix=repo_prefix)
@@ -111,11 +113,14 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     async def jct_report_artifact(
         task_id: TaskId,
         title: Annotated[str, Field(description="Short name, e.g. 'Code changes'.")],
-        artifact_type: Literal["code_patch", "commit", "doc", "report", "log", "trace"],
+        artifact_type: Annotated[
+            Literal["code_patch", "commit", "doc", "report", "log", "trace"],
+            Field(description="code_patch: a unified diff; log: e.g. test output."),
+        ],
         ctx: Context,
-        content: str | None = None,
-        uri: str | None = None,
-        media_type: str = "text/plain",
+        content: Annotated[str | None, Field(description="The content, stored by JCT; or give uri.")] = None,
+        uri: Annotated[str | None, Field(description="Where it is kept instead (not file://).")] = None,
+        media_type: Annotated[str, Field(description="e.g. text/x-diff, text/markdown.")] = "text/plain",
         run_id: ClaimedRun = None,
     ) -> results.ArtifactReported:
         return await work.report_artifact(
@@ -142,12 +147,14 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     )
     async def jct_report_progress(
         task_id: TaskId,
-        message: str,
+        message: Annotated[str, Field(description="What happened, in a line or two.")],
         ctx: Context,
         progress: Annotated[int | None, Field(ge=0, le=100, description="Percent done.")] = None,
-        kind: Literal["progress", "milestone", "decision", "blocker"] = "progress",
+        kind: Annotated[
+            Literal["progress", "milestone", "decision", "blocker"], Field(description="blocker: you are stuck.")
+        ] = "progress",
         run_id: ClaimedRun = None,
-        data: dict[str, Any] | None = None,
+        data: Annotated[dict[str, Any] | None, Field(description="Structured detail; see kind.")] = None,
     ) -> results.ProgressReported:
         return await work.report_progress(
             core,
@@ -173,12 +180,14 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     )
     async def jct_complete_task(
         task_id: TaskId,
-        success: bool,
+        success: Annotated[bool, Field(description="false if you could not do it.")],
         summary: Annotated[str, Field(description="What was done, for the reviewer.")],
         ctx: Context,
         outputs: Annotated[str | dict[str, Any] | None, Field(description="JSON object of structured outputs.")] = None,
-        error_message: str | None = None,
-        criteria_results: list[CriterionReport] | None = None,
+        error_message: Annotated[str | None, Field(description="Why it failed (success=false).")] = None,
+        criteria_results: Annotated[
+            list[CriterionReport] | None, Field(description="Per acceptance criterion, citing artifact ids.")
+        ] = None,
         telemetry: Annotated[
             dict[str, Any] | None, Field(description="tokens_input, tokens_output, cost_usd, duration_seconds.")
         ] = None,
@@ -210,6 +219,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ),
     )
     async def jct_release_task(
-        task_id: TaskId, reason: str, ctx: Context, run_id: ClaimedRun = None
+        task_id: TaskId,
+        reason: Annotated[str, Field(description="Why you are giving it back.")],
+        ctx: Context,
+        run_id: ClaimedRun = None,
     ) -> results.Released:
         return await work.release_task(core, identity.actor(ctx), task_id, reason, run_id=run_id)

@@ -12,33 +12,30 @@ stops reading its stream does to everyone else.
 from __future__ import annotations
 
 import gc
-import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import uvicorn
 from mcp import Client
-from mcp.server import MCPServer
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import ResourceListChangedNotification, ResourceUpdatedNotification
+from mcp_types import ResourceUpdatedNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from sqlalchemy import insert
 
-from server.app import create_app
 from server.config import Settings
 from server.core.service import Core
 from server.db import tables
 from server.mcp import JctServer
 from server.notify.feed import BATCH
 from tests.conftest import POSTGRES_URL
+from tests.support.inbox import Inbox, list_changed, updated
 from tests.support.raw import RawSession
+from tests.support.serving import serving
 from tests.transports.conftest import call, http_server, server_env
 
 pytestmark = pytest.mark.anyio
@@ -65,36 +62,6 @@ ON_SQLITE = pytest.mark.parametrize("dialect", ["sqlite"])
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-class Inbox:
-    """A Client's message_handler that keeps what arrives; `wait_for` blocks (boundedly) for a match."""
-
-    def __init__(self) -> None:
-        self.messages: list[Any] = []
-        self._arrived = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        self.messages.append(message)
-        self._arrived.set()
-        self._arrived = anyio.Event()
-
-    async def wait_for(self, predicate: Callable[[Any], bool], timeout: float = NOTIFIED) -> Any:
-        with anyio.fail_after(timeout):
-            while True:
-                arrived = self._arrived
-                for message in self.messages:
-                    if predicate(message):
-                        return message
-                await arrived.wait()
-
-
-def updated(uri: str) -> Callable[[Any], bool]:
-    return lambda m: isinstance(m, ResourceUpdatedNotification) and m.params.uri == uri
-
-
-def list_changed(message: Any) -> bool:
-    return isinstance(message, ResourceListChangedNotification)
 
 
 async def enqueue(client: Client, objective: str = OBJECTIVE) -> dict[str, Any]:
@@ -213,40 +180,6 @@ async def test_an_enqueued_task_becomes_mentionable_in_another_session(database_
 
 
 # --- the hub, in this process -------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def serving(settings: Settings, *, send_buffer: int | None = None) -> AsyncIterator[tuple[str, JctServer]]:
-    """create_app under uvicorn in this process, on a socket bound here; yields (base URL, the MCP server).
-
-    `send_buffer` fixes SO_SNDBUF of the listening socket, which accepted sockets inherit (and it turns
-    off the kernel's autotuning, which would otherwise let a few MB pile up for a reader that stalls).
-    """
-    captured: list[MCPServer[Any]] = []
-    app = create_app(settings, extend=captured.append)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if send_buffer is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, log_config=None, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    server.capture_signals = nullcontext  # type: ignore[method-assign]  # pytest owns the signals
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve, [sock])
-            with anyio.fail_after(30):
-                while not server.started:
-                    await anyio.sleep(0.02)
-            mcp = captured[0]
-            assert isinstance(mcp, JctServer)
-            yield f"http://127.0.0.1:{port}", mcp
-            server.should_exit = True
-    finally:
-        sock.close()
 
 
 def subscribed_sessions(server: JctServer) -> set[str | None]:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
-from mcp_types import ResourceListChangedNotification, ResourceUpdatedNotification
 
 from server.config import Settings
 from server.core import completion, queue, work
@@ -18,35 +16,9 @@ from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from server.notify.feed import ChangeFeed
 from tests.core.helpers import ALICE, enqueue
+from tests.support.inbox import Inbox, list_changed, updated
 
 pytestmark = pytest.mark.anyio
-
-
-class Inbox:
-    """Collects server notifications; `wait_for` blocks (boundedly) until one matches."""
-
-    def __init__(self) -> None:
-        self.messages: list[Any] = []
-        self._arrived = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        self.messages.append(message)
-        self._arrived.set()
-
-    async def wait_for(self, predicate: Callable[[Any], bool], feed: ChangeFeed) -> Any:
-        with anyio.fail_after(10):
-            while True:
-                for message in self.messages:
-                    if predicate(message):
-                        return message
-                self._arrived = anyio.Event()
-                await feed.poll()
-                with anyio.move_on_after(0.05):
-                    await self._arrived.wait()
-
-
-def updated(uri: str) -> Callable[[Any], bool]:
-    return lambda m: isinstance(m, ResourceUpdatedNotification) and m.params.uri == uri
 
 
 async def test_legacy_subscriber_hears_about_a_completion_by_another_agent(core: Core) -> None:
@@ -62,7 +34,7 @@ async def test_legacy_subscriber_hears_about_a_completion_by_another_agent(core:
         assert client.server_capabilities.resources.list_changed is True
         await client.subscribe_resource(f"jct://runs/{claim.run_id}")
         await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
-        await inbox.wait_for(updated(f"jct://runs/{claim.run_id}"), feed)
+        await inbox.wait_for(updated(f"jct://runs/{claim.run_id}"), poll=feed.poll)
 
 
 async def test_unsubscribed_uris_stay_quiet(core: Core) -> None:
@@ -81,7 +53,7 @@ async def test_unsubscribed_uris_stay_quiet(core: Core) -> None:
         # A later change to a still-subscribed URI arrives, and the unsubscribed one never did.
         await client.subscribe_resource(f"jct://tasks/{task_id}")
         await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
-        await inbox.wait_for(updated(f"jct://tasks/{task_id}"), feed)
+        await inbox.wait_for(updated(f"jct://tasks/{task_id}"), poll=feed.poll)
         assert not any(updated(uri)(m) for m in inbox.messages)
 
 
@@ -93,8 +65,8 @@ async def test_list_changed_reaches_a_legacy_session_when_a_task_is_enqueued(cor
     async with Client(server, mode="legacy", message_handler=inbox) as client:
         await client.subscribe_resource("jct://queue")
         await enqueue(core)
-        await inbox.wait_for(lambda m: isinstance(m, ResourceListChangedNotification), feed)
-        await inbox.wait_for(updated("jct://queue"), feed)
+        await inbox.wait_for(list_changed, poll=feed.poll)
+        await inbox.wait_for(updated("jct://queue"), poll=feed.poll)
 
 
 async def test_modern_listener_hears_about_a_completion(core: Core) -> None:

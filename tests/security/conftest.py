@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
@@ -21,7 +19,7 @@ from mcp_types import ErrorData
 from server.config import Settings
 from server.core import tokens
 from server.core.service import Core
-from tests.transports.conftest import http_server, server_env, subprocess_env
+from tests.support.serving import served
 
 HTTP_KINDS = ["http-legacy", "http-modern", "sse"]
 
@@ -68,22 +66,8 @@ async def token_server(
     request: pytest.FixtureRequest, database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> AsyncIterator[TokenServer]:
     """`jct serve` with JCT_AUTH=token (manual review, so completed work waits for a reviewer)."""
-    env = server_env(database_url, tmp_path, auth="token", review_auto_approve=False)
-    core = Core.build(make_settings())
-    try:
-        async with http_server(env, tmp_path) as base_url:
-            yield TokenServer(str(request.param), base_url, core)
-    finally:
-        await core.db.dispose()
-
-
-async def jct(tmp_path: Path, *args: str, env: dict[str, str]) -> tuple[int, str, str]:
-    """Run `python -m server ARGS`; (returncode, stdout, stderr)."""
-    with anyio.fail_after(60):
-        done = await anyio.run_process(
-            [sys.executable, "-m", "server", *args], env=subprocess_env(env), cwd=tmp_path, check=False
-        )
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
+    async with served(database_url, tmp_path, make_settings, auth="token", review_auto_approve=False) as (url, core):
+        yield TokenServer(str(request.param), url, core)
 
 
 def mcp_error(exc: BaseException) -> ErrorData:

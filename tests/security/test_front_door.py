@@ -9,17 +9,16 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from starlette.applications import Starlette
 
-from server.app import create_app, max_request_body
+from server.app import max_request_body
 from server.auth import RateLimiter
 from server.config import Settings
 from server.core import tokens
 from server.core.models import new_id
-from server.core.service import Core
 from server.db import tokens as token_rows
 from server.errors import RpcCode
 from tests.security.conftest import bearer
+from tests.support.serving import running
 
 pytestmark = pytest.mark.anyio
 
@@ -40,33 +39,9 @@ def asgi(app: Any, **kwargs: Any) -> httpx2.AsyncClient:
 
 
 @pytest.fixture
-async def serving(make_settings: Callable[..., Settings]) -> AsyncIterator[Callable[..., Any]]:
+def serving(make_settings: Callable[..., Settings]) -> Callable[..., Any]:
     """serving(**settings) -> an async context manager: (app, core) with the app's lifespan running."""
-    cores: list[Core] = []
-
-    def open_app(**overrides: Any) -> Any:
-        settings = make_settings(**overrides)
-        app = create_app(settings)
-        core = Core.build(settings)
-        cores.append(core)
-        return _running(app, core)
-
-    yield open_app
-    for core in cores:
-        await core.db.dispose()
-
-
-class _running:
-    def __init__(self, app: Starlette, core: Core) -> None:
-        self.app, self.core = app, core
-        self._lifespan = app.router.lifespan_context(app)
-
-    async def __aenter__(self) -> tuple[Starlette, Core]:
-        await self._lifespan.__aenter__()
-        return self.app, self.core
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._lifespan.__aexit__(*exc)
+    return lambda **overrides: running(make_settings(**overrides))
 
 
 def refusal(response: httpx2.Response, status: int, code: RpcCode, oauth_error: str) -> dict[str, Any]:

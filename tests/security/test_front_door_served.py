@@ -7,8 +7,7 @@ the request carried; `/metrics` answered any Host.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from server.config import Settings
 from server.core import tokens
 from server.core.models import new_id
-from server.core.service import Core
 from server.db import tokens as token_rows
 from server.errors import RpcCode
-from tests.security.conftest import bearer, jct, sdk_refusal
+from tests.security.conftest import bearer, sdk_refusal
+from tests.support import serving
+from tests.support.command import jct
 from tests.transports.conftest import http_server, server_env
 
 pytestmark = pytest.mark.anyio
@@ -36,22 +36,9 @@ METADATA = "/.well-known/oauth-protected-resource"
 
 
 @pytest.fixture
-async def served(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
-) -> AsyncIterator[Callable[..., Any]]:
+def served(database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]) -> Callable[..., Any]:
     """served(**settings) -> an async context manager: (base URL, Core on its database) of a token server."""
-    core = Core.build(make_settings())
-
-    @asynccontextmanager
-    async def serve(**overrides: Any) -> AsyncIterator[tuple[str, Core]]:
-        env = server_env(database_url, tmp_path, auth="token", **overrides)
-        async with http_server(env, tmp_path) as base_url:
-            yield base_url, core
-
-    try:
-        yield serve
-    finally:
-        await core.db.dispose()
+    return lambda **overrides: serving.served(database_url, tmp_path, make_settings, auth="token", **overrides)
 
 
 async def test_refusals_are_json_rpc_errors_with_the_request_id(served: Any) -> None:

@@ -22,7 +22,8 @@ from server.core import tokens
 from server.core.service import Core
 from tests.security.conftest import bearer, connect
 from tests.support.raw import RawSession
-from tests.transports.conftest import call, http_server, server_env
+from tests.support.serving import served
+from tests.transports.conftest import call
 
 pytestmark = pytest.mark.anyio
 
@@ -36,20 +37,9 @@ async def server(
     database_url: str, tmp_path: Path, make_settings: Callable[..., Settings], **overrides: Any
 ) -> AsyncIterator[tuple[str, Core]]:
     """`jct serve` with tokens and small session caps, and a Core on its database to mint tokens."""
-    env = server_env(
-        database_url,
-        tmp_path,
-        auth="token",
-        max_sessions_per_principal=PER_PRINCIPAL,
-        max_sessions=TOTAL,
-        **overrides,
-    )
-    core = Core.build(make_settings())
-    try:
-        async with http_server(env, tmp_path) as base_url:
-            yield base_url, core
-    finally:
-        await core.db.dispose()
+    caps = {"max_sessions_per_principal": PER_PRINCIPAL, "max_sessions": TOTAL}
+    async with served(database_url, tmp_path, make_settings, auth="token", **caps, **overrides) as (base_url, core):
+        yield base_url, core
 
 
 async def open_sessions(base_url: str, secret: str, n: int, stack: AsyncExitStack) -> list[RawSession]:

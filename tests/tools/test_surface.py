@@ -85,6 +85,32 @@ async def test_toolsets_select_the_exposed_groups(connect: ClientFactory) -> Non
     assert names == WORKER
 
 
+def _undescribed(schema: dict[str, Any], where: str) -> list[str]:
+    """Every property, at any depth (nested models in $defs included), that has no description."""
+    found = [f"{where}.{name}" for name, value in schema.get("properties", {}).items() if "description" not in value]
+    for name, nested in schema.get("$defs", {}).items():
+        found += _undescribed(nested, f"{where}.$defs.{name}")
+    return found
+
+
+async def test_every_input_property_has_a_description(connect: ClientFactory) -> None:
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    missing = [path for tool in tools for path in _undescribed(tool.input_schema, tool.name)]
+    assert not missing, f"tool parameters without a description: {missing}"
+
+
+async def test_output_schemas_are_flat_for_cheap_checking(connect: ClientFactory) -> None:
+    """The SDK client checks every result against its tool's output schema: no $ref to resolve, no anyOf to try."""
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    for tool in tools:
+        schema = json.dumps(tool.output_schema)
+        assert tool.output_schema is not None, tool.name
+        assert '"$ref"' not in schema, tool.name
+        assert '"anyOf"' not in schema, tool.name
+
+
 async def test_the_surface_fits_the_context_budget(connect: ClientFactory) -> None:
     async with connect() as client:
         full = _context_chars((await client.list_tools()).tools)

@@ -1,4 +1,4 @@
-"""`jct token ...` as an operator meets it, and `jct serve` refusing to expose an unauthenticated server."""
+"""`jct token ...` as an operator meets it: a secret shown once, a list without secrets, revoke and rotate."""
 
 from __future__ import annotations
 
@@ -11,25 +11,16 @@ from server.config import Settings
 from server.core import tokens
 from server.core.service import Core
 from server.core.tokens import Role
-from tests.security.conftest import jct
-from tests.transports.conftest import server_env
+from tests.support.command import jct, local_env, one_error_line
 
 pytestmark = pytest.mark.anyio
 
 SECRET = re.compile(r"\bjct_[A-Za-z0-9_-]{20,}")
 
 
-def one_error_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, f"expected one line, got:\n{stderr}"
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in stderr
-    return lines[0]
-
-
 async def test_token_create_list_revoke(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    env = server_env(url, tmp_path)
+    env = local_env(tmp_path)
 
     code, out, err = await jct(tmp_path, "token", "create", "alice", "--role", "worker", "--role", "reviewer", env=env)
     assert code == 0, err
@@ -78,12 +69,35 @@ async def test_token_create_list_revoke(tmp_path: Path) -> None:
         assert not SECRET.search(out)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::"])
-async def test_serving_a_public_address_without_tokens_is_refused_in_one_line(tmp_path: Path, host: str) -> None:
-    env = server_env(f"sqlite:///{tmp_path / 'cli.db'}", tmp_path)
-    code, out, err = await jct(tmp_path, "serve", "--host", host, "--port", "1", env=env)
-    assert code != 0
-    line = one_error_line(err)
-    assert f"JCT_AUTH=none serves anyone who can reach {host}" in line
-    assert "set JCT_AUTH=token" in line
-    assert out == ""
+async def test_token_rotate_prints_a_new_secret_and_the_old_one_stops_working(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    env = local_env(tmp_path)
+    code, out, err = await jct(tmp_path, "token", "create", "ci-agent-1", "--role", "worker", env=env)
+    assert code == 0, err
+    (old,) = set(SECRET.findall(out))
+
+    code, out, err = await jct(tmp_path, "token", "rotate", "ci-agent-1", env=env)
+    assert code == 0, err
+    assert out.startswith("rotated token 'ci-agent-1' (role(s) worker): the old secret is revoked. The new one:")
+    assert "Its sessions and event streams were closed" in out
+    (new,) = set(SECRET.findall(out))
+    assert new != old
+
+    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))  # type: ignore[call-arg]
+    try:
+        assert await tokens.verify(core, old) is None
+        principal = await tokens.verify(core, new)
+        assert principal is not None
+        assert (principal.name, principal.roles) == ("ci-agent-1", frozenset({Role.WORKER}))
+    finally:
+        await core.db.dispose()
+
+    code, out, err = await jct(tmp_path, "token", "list", env=env)
+    assert code == 0, err
+    assert "2 token(s)" in out  # the revoked one and its successor
+    assert not SECRET.search(out)
+
+    code, out, err = await jct(tmp_path, "token", "rotate", "nobody", env=env)
+    assert code == 1
+    assert one_error_line(err) == "error: no live token named 'nobody'; see `jct token list`"
+    assert not SECRET.search(out)

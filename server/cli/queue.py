@@ -1,0 +1,117 @@
+"""Working the queue by hand: enqueue, list, show, statistics, pending reviews, and deciding one."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+import typer
+
+from server.cli import render
+from server.cli.common import fail, run_core
+from server.cli.render import console
+from server.core import intake, observe, queue, review
+from server.core.models import parse_id
+from server.errors import JctError
+
+STATUSES = ("blocked", "queued", "running", "completed", "failed", "cancelled", "all")
+DECISIONS = {
+    "approve": "approved",
+    "approved": "approved",
+    "reject": "rejected",
+    "rejected": "rejected",
+    "needs-changes": "needs_changes",
+    "needs_changes": "needs_changes",
+}
+
+
+def enqueue(
+    objective: str = typer.Argument(..., help="What the agent should achieve."),
+    operation: str = typer.Option(..., help="code_change, docs, analysis or ops."),
+    repo: str = typer.Option(..., help="Target repository, e.g. myorg/api."),
+    ref: str = typer.Option("main", help="Branch or commit."),
+    path: str = typer.Option("", help="Limit the work to this path in the repository."),
+    priority: str = typer.Option("P2", help="P0 (first) .. P4."),
+    budget: int = typer.Option(3600, help="Time budget in seconds (30..86400)."),
+    criterion: list[str] = typer.Option([], help="An acceptance criterion (repeatable)."),
+    summary: str | None = typer.Option(None, help="Context summary for the agent's briefing."),
+    key: str | None = typer.Option(None, help="Idempotency key: enqueueing the same key twice is one task."),
+) -> None:
+    """Put a task on the queue."""
+    result = run_core(
+        lambda core, actor: intake.enqueue_task(
+            core,
+            actor,
+            objective=objective,
+            operation=operation,
+            target_repo=repo,
+            target_ref=ref,
+            target_path=path,
+            time_budget_seconds=budget,
+            priority=priority,
+            acceptance_criteria=criterion or None,
+            context_summary=summary,
+            idempotency_key=key,
+        )
+    )
+    note = " (duplicate: this key was enqueued before)" if result.duplicate else ""
+    console.print(f"enqueued task {result.task_id} status={result.status} issue={result.cwom_issue_id}{note}")
+
+
+def tasks(
+    status: str = typer.Option("queued", help=f"One of: {', '.join(STATUSES)}."),
+    limit: int = typer.Option(20, help="At most this many (1..100)."),
+) -> None:
+    """List tasks, highest priority first."""
+    page = run_core(lambda core, _actor: queue.list_tasks(core, status=status, limit=limit))
+    console.print(render.tasks(page, status))
+    if page.next_cursor:
+        console.print(f"(more than {limit}; pass --limit to see more)")
+
+
+def show(entity_id: str = typer.Argument(..., metavar="ID", help="A task, run or evidence pack id.")) -> None:
+    """Show a task, a run or an evidence pack, whichever the id names."""
+    try:
+        canonical = parse_id(entity_id, "ID")
+    except JctError as exc:
+        fail(exc.message)
+    found = run_core(lambda core, _actor: observe.find(core, canonical))
+    match found:
+        case ("task", task):
+            console.print(render.task(task))
+        case ("run", run):
+            console.print(render.run(run))
+        case ("evidence", pack):
+            console.print(render.evidence(pack))
+        case _:
+            assert_never(found)
+
+
+def stats() -> None:
+    """Queue statistics: tasks by status, expired leases, the oldest queued task, pending reviews."""
+    console.print(render.stats(run_core(lambda core, _actor: queue.queue_stats(core))))
+
+
+def reviews(limit: int = typer.Option(20, help="At most this many (1..100).")) -> None:
+    """Evidence packs awaiting a review decision, oldest first."""
+    console.print(render.reviews(run_core(lambda core, _actor: review.list_pending_reviews(core, limit=limit))))
+
+
+def review_command(
+    evidence_pack_id: str = typer.Argument(..., help="From `jct reviews`."),
+    decision: str = typer.Argument(..., metavar="approve|reject|needs-changes"),
+    reason: str = typer.Option(..., help="Why; the agent reads this when changes are needed."),
+) -> None:
+    """Decide an evidence pack: approve, reject, or send the task back with needs-changes."""
+    choice = DECISIONS.get(decision.lower())
+    if choice is None:
+        fail(f"decision {decision!r} is not one of: approve, reject, needs-changes", 2)
+    result = run_core(
+        lambda core, actor: review.submit_review(
+            core, actor, evidence_pack_id, choice, reason, reviewer_name=actor.actor_id
+        )
+    )
+    console.print(
+        f"review {result.review_id}: {result.decision}; task {result.task_status}, run {result.run_status}"
+        + (f", issue {result.issue_status}" if result.issue_status else "")
+        + (f", briefing v{result.context_packet_version}" if result.context_packet_version else "")
+    )

@@ -1,0 +1,146 @@
+"""`jct serve`: MCP over HTTP (uvicorn on a socket bound first) or over stdio; SIGTERM drains (server/shutdown.py)."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import sys
+
+import anyio
+import typer
+
+from server.cli.common import StartupError, fail, is_loopback, load_settings, open_core, prepare_database
+from server.config import Settings
+from server.core import tokens
+from server.identity import LocalIdentity, local_user
+
+log = logging.getLogger("jct")
+
+
+def serve(
+    host: str | None = typer.Option(None, help="Interface to bind (default JCT_HOST, 127.0.0.1)."),
+    port: int | None = typer.Option(None, help="Port to listen on (default JCT_PORT, 8765)."),
+    stdio: bool = typer.Option(False, "--stdio", help="Serve one local MCP client over stdin/stdout instead."),
+) -> None:
+    """Serve JCT: MCP over HTTP (streamable HTTP at /mcp, SSE at /sse), or over stdio."""
+    settings = load_settings(host=host, port=port)
+    configure_logging(settings)
+    try:
+        if stdio:
+            anyio.run(_serve_stdio, settings)
+        else:
+            _serve_http(settings)
+    except StartupError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def configure_logging(settings: Settings) -> None:
+    """Everything JCT and its libraries log goes to stderr: on stdio, stdout carries only the protocol.
+    JCT_LOG_FORMAT=json writes one JSON object per line (time, level, logger, message, exc_info)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter(
+                "%(levelname)s %(name)s %(message)s",
+                rename_fields={"levelname": "level", "name": "logger"},
+                timestamp="time",
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind before uvicorn starts, so a busy port is one clear line, and hand uvicorn the bound socket."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot resolve host {host!r}: {exc.strerror}; pass --host or set JCT_HOST") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"port {port} on {host} is already in use; pass --port or set JCT_PORT") from None
+        if exc.errno == errno.EACCES:
+            raise StartupError(f"no permission to bind port {port} on {host}; use a port above 1023") from None
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}; pass --host/--port") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _serve_http(settings: Settings) -> None:
+    import uvicorn
+
+    from server.app import create_app
+    from server.shutdown import draining_server
+
+    if settings.auth == "none" and not is_loopback(settings.host):
+        raise StartupError(
+            f"JCT_AUTH=none serves anyone who can reach {settings.host}; bind a loopback address "
+            "(--host 127.0.0.1) or set JCT_AUTH=token"
+        )
+    sock = bind_socket(settings.host, settings.port)
+    try:
+        anyio.run(_check_database, settings)
+        config = uvicorn.Config(
+            create_app(settings),
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            log_level=settings.log_level.lower(),
+            access_log=settings.log_level == "DEBUG",
+            lifespan="on",
+        )
+        server = draining_server(config, settings.shutdown_grace_seconds)
+        log.info("JCT %s listening on http://%s:%d (MCP at /mcp and /sse)", _version(), settings.host, settings.port)
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise StartupError("the server did not start; see the log above")
+
+
+async def _check_database(settings: Settings) -> None:
+    core = open_core(settings)
+    try:
+        await prepare_database(core)
+        if settings.auth == "token" and not any(t.revoked_at is None for t in await tokens.list_tokens(core)):
+            log.warning("JCT_AUTH=token and no live token exists: create one with `jct token create NAME --role ...`")
+    finally:
+        await core.close()
+
+
+async def _serve_stdio(settings: Settings) -> None:
+    from server.background import run_background
+    from server.mcp import build_mcp
+
+    core = open_core(settings)
+    try:
+        await prepare_database(core)
+        # Each stdio process is its own agent (`alice-3f2a9c`) unless JCT_AGENT_ID names it.
+        identity = LocalIdentity(settings.agent_id, fixed=True) if settings.agent_id else LocalIdentity(local_user())
+        mcp = build_mcp(core, identity)
+        async with anyio.create_task_group() as tg:
+            await tg.start(run_background, core, mcp.hub)
+            await mcp.run_stdio_async()
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await core.close()
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("jct")
