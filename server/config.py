@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-TOOLSETS = ("worker", "observe", "review", "admin")
+TOOLSETS = ("worker", "plan", "observe", "review", "admin")
 VERDICTS = ("pass", "partial", "fail")
 
 

@@ -27,9 +27,9 @@ class Role(StrEnum):
 # Which tool groups each role may use (DESIGN section 5). Workers may also enqueue, so agents
 # can hand work to each other; only admins cancel.
 ROLE_TOOLSETS: dict[Role, frozenset[str]] = {
-    Role.WORKER: frozenset({"worker", "observe"}),
+    Role.WORKER: frozenset({"worker", "plan", "observe"}),
     Role.REVIEWER: frozenset({"observe", "review"}),
-    Role.ADMIN: frozenset({"worker", "observe", "review", "admin"}),
+    Role.ADMIN: frozenset({"worker", "plan", "observe", "review", "admin"}),
 }
 WORKER_EXTRA_TOOLS = frozenset({"jct_enqueue_task"})
 

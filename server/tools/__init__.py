@@ -16,7 +16,8 @@ from server.tools import admin, missions, observe, review, worker
 Register = Callable[[MCPServer[Any], Core, Identity], None]
 # Each toolset's tools, by module: one module per toolset, plus a feature's tools in the toolsets they belong to.
 TOOLSETS: dict[str, tuple[Register, ...]] = {
-    "worker": (worker.register, missions.register_worker),
+    "worker": (worker.register,),
+    "plan": (missions.register_plan,),
     "observe": (observe.register, missions.register_observe),
     "review": (review.register,),
     "admin": (admin.register, missions.register_admin),

@@ -36,7 +36,7 @@ class PlannedPhase(BaseModel):
     tasks: list[PlannedTask] = Field(description="At least one.")
 
 
-def register_worker(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
+def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @mcp.tool(
         name="jct_create_mission",
         annotations=WRITE,
