@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from server.core.models import parse_id
+from server.core.models import Limits, parse_id
 from server.core.service import Core
 from server.db import missions as q
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import MissionStatus, TaskStatus
-
-MAX_DEPENDENCIES = 50
 
 
 def mission_not_found(mission_id: str) -> JctError:
@@ -78,8 +76,8 @@ def check_placement(mission_id: str | None, phase: int | None, depends_on: Seque
     if phase is not None and not isinstance(phase, int):
         raise invalid("phase must be a whole number.", "Pass the phase index (0, 1, ...).")
     deps = list(depends_on or [])
-    if len(deps) > MAX_DEPENDENCIES:
-        raise invalid(f"{len(deps)} dependencies; the limit is {MAX_DEPENDENCIES}.", "Use phases instead.")
+    if len(deps) > Limits.DEPENDENCIES:
+        raise invalid(f"{len(deps)} dependencies; the limit is {Limits.DEPENDENCIES}.", "Use phases instead.")
     return list(dict.fromkeys(parse_id(dep, f"depends_on[{n}]") for n, dep in enumerate(deps)))
 
 

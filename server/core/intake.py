@@ -18,8 +18,6 @@ from server.db import queries
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, IssueStatus, Operation, Priority, TaskStatus
 
-MIN_BUDGET, MAX_BUDGET = 30, 86_400
-
 
 async def enqueue_task(
     core: Core,
@@ -88,11 +86,11 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
     operation = parse_enum(Operation, fields["operation"], "operation")
     priority = parse_enum(Priority, fields["priority"], "priority")
     budget = fields["time_budget_seconds"]
-    if not MIN_BUDGET <= budget <= MAX_BUDGET:
+    if not Limits.MIN_BUDGET <= budget <= Limits.MAX_BUDGET:
         raise JctError(
             ErrorCode.BUDGET_OUT_OF_RANGE,
-            f"time_budget_seconds {budget} is outside {MIN_BUDGET}..{MAX_BUDGET}.",
-            f"Pick a budget between {MIN_BUDGET} seconds and {MAX_BUDGET} (24 hours).",
+            f"time_budget_seconds {budget} is outside {Limits.MIN_BUDGET}..{Limits.MAX_BUDGET}.",
+            f"Pick a budget between {Limits.MIN_BUDGET} seconds and {Limits.MAX_BUDGET} (24 hours).",
         )
     objective = check_text(fields["objective"], "objective", Limits.OBJECTIVE).strip()
     repo = check_text(fields["target_repo"], "target_repo", Limits.REPO, single_line=True).strip()

@@ -28,9 +28,6 @@ from server.db import queries
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, MissionStatus, TaskStatus
 
-MAX_PHASES = 20
-MAX_TASKS = 500
-MAX_DEPENDENCIES = 50
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TASK_FIELDS = frozenset(
     {
@@ -62,8 +59,8 @@ def plan(core: Core, phases: object) -> tuple[list[str], list[Planned]]:
     finish (a cycle, a dependency on a later phase) and anything malformed, naming what is wrong."""
     if not isinstance(phases, list) or not phases:
         raise invalid("phases must be a non-empty list of {name, tasks}.", "Give at least one phase with tasks.")
-    if len(phases) > MAX_PHASES:
-        raise invalid(f"{len(phases)} phases; the limit is {MAX_PHASES}.", "Merge phases.")
+    if len(phases) > Limits.PHASES:
+        raise invalid(f"{len(phases)} phases; the limit is {Limits.PHASES}.", "Merge phases.")
     planned: list[Planned] = []
     names: list[str] = []
     phase_of: dict[str, int] = {}
@@ -77,8 +74,10 @@ def plan(core: Core, phases: object) -> tuple[list[str], list[Planned]]:
             raise invalid(f"{where} ({phase.get('name')!r}) has no tasks.", "Every phase needs at least one task.")
         for number, task in enumerate(tasks):
             planned.append(_planned(core, task, f"{where}.tasks[{number}]", index, phase_of))
-            if len(planned) > MAX_TASKS:
-                raise invalid(f"The mission has more than {MAX_TASKS} tasks.", "Split the goal into several missions.")
+            if len(planned) > Limits.MISSION_TASKS:
+                raise invalid(
+                    f"The mission has more than {Limits.MISSION_TASKS} tasks.", "Split the goal into several missions."
+                )
     for task in planned:
         unknown = [key for key in task.depends_on if key not in phase_of]
         if unknown:
@@ -114,8 +113,8 @@ def _planned(core: Core, task: object, where: str, phase: int, phase_of: dict[st
     depends_on = task.get("depends_on") or []
     if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
         raise invalid(f"{where}.depends_on must be a list of keys.", "Name the keys of tasks this one waits for.")
-    if len(depends_on) > MAX_DEPENDENCIES:
-        raise invalid(f"{where} depends on {len(depends_on)} tasks; the limit is {MAX_DEPENDENCIES}.", "Use phases.")
+    if len(depends_on) > Limits.DEPENDENCIES:
+        raise invalid(f"{where} depends on {len(depends_on)} tasks; the limit is {Limits.DEPENDENCIES}.", "Use phases.")
     if key in depends_on:
         raise invalid(f"Task {key!r} depends on itself.", "Remove it from its own depends_on.")
     request = intake.gate(
@@ -244,7 +243,7 @@ async def _duplicate(conn: Any, existing: Mapping[Any, Any], request_hash: str) 
             f"idempotency_key was already used for mission {existing['id']} with a different payload.",
             "Use a new idempotency_key for a different mission, or resend the original payload unchanged.",
         )
-    tasks = await q.tasks_of(conn, existing["id"], MAX_TASKS)
+    tasks = await q.tasks_of(conn, existing["id"], Limits.MISSION_TASKS)
     return r.MissionCreated(
         mission_id=existing["id"],
         status=existing["status"],

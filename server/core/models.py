@@ -73,6 +73,11 @@ class Limits:
     LIST = 100
     CURSOR = 512
     EVIDENCE = 50
+    DEPENDENCIES = 50
+    PHASES = 20
+    MISSION_TASKS = 500
+    MIN_BUDGET = 30
+    MAX_BUDGET = 86_400
 
 
 def check_text(value: object, field: str, limit: int, *, required: bool = True, single_line: bool = False) -> str:

@@ -38,7 +38,7 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
     # auto-generated "title" keys, which only repeat the property names.
     for tool in sdk.registered_tools(server):
         _strip_titles(tool.parameters)
-        tool.parameters = _compact_input_schema(tool.parameters)
+        tool.parameters = _shorter(_compact_input_schema(tool.parameters))
         schema = sdk.output_schema(tool)
         if schema is not None:
             sdk.set_output_schema(tool, _flat_output_schema(schema))
@@ -50,19 +50,28 @@ _EMPTY_DEFAULTS: tuple[Any, ...] = (None, "", [], {})
 
 
 def _compact_input_schema(schema: Any) -> Any:
-    """The same input schema in fewer characters (each lands in every agent's context window): a nullable
-    parameter, anyOf [X, null], becomes X with type [X's type, "null"] (and null among its enum), and a
-    default that is merely empty (null, "", [], {}) is left out, as leaving the parameter out means the same."""
+    """The same input schema in fewer characters (each lands in every agent's context window): an optional
+    parameter, anyOf [X, null], becomes plain X (leaving it out is how a caller says null; a null sent anyway
+    is still accepted), a default that is merely empty (null, "", [], {}) is left out, as leaving the
+    parameter out means the same, and so is `additionalProperties: true`, which JSON Schema assumes."""
     if isinstance(schema, list):
         return [_compact_input_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     node = {key: _compact_input_schema(value) for key, value in schema.items()}
+    if node.get("additionalProperties") is True:
+        del node["additionalProperties"]
     if "default" in node and any(
         node["default"] == empty and type(node["default"]) is type(empty) for empty in _EMPTY_DEFAULTS
     ):
         del node["default"]
-    return _nullable(node) or node
+    merged = _nullable(node)
+    if merged is None:
+        return node
+    merged["type"] = merged["type"][0]
+    if isinstance(merged.get("enum"), list):
+        merged["enum"] = [value for value in merged["enum"] if value is not None]
+    return merged
 
 
 # Keywords that constrain only objects, arrays, strings or numbers, so a null passes them anyway.
@@ -101,6 +110,12 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(merged.get("enum"), list):
         merged["enum"] = [*merged["enum"], None]
     return merged
+
+
+def _shorter(schema: dict[str, Any]) -> dict[str, Any]:
+    """The input schema with its $defs inlined when that is shorter (a model used once, as most are)."""
+    flat = _flat_output_schema(schema)
+    return flat if len(json.dumps(flat)) < len(json.dumps(schema)) else schema
 
 
 def _flat_output_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from server.core import cancel, intake, results
+from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, WRITE
-from server.tools.params import Operation, TaskId
+from server.tools.params import (
+    Budget,
+    Criterion,
+    IdempotencyKey,
+    Operation,
+    Priority,
+    Reason,
+    TaskId,
+    Uuid,
+    items,
+    text,
+    uuid,
+)
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -20,29 +33,27 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_enqueue_task",
         annotations=WRITE,
         description=(
-            "Add a task to the queue. Write the objective and acceptance_criteria so another agent can do and "
-            "verify the work without asking; context_summary is its briefing. With an idempotency_key a resend "
-            "returns the same task (duplicate: true). With mission_id it joins that mission (blocked until its "
-            "depends_on are approved). Errors: REPO_NOT_ALLOWED, BUDGET_OUT_OF_RANGE (30..86400 s), "
-            "IDEMPOTENCY_CONFLICT, MISSION_NOT_FOUND."
+            "Add a task. Write objective and acceptance_criteria so another agent can do and check the work "
+            "unaided. mission_id joins a mission (blocked until its depends_on are approved). Undo: "
+            "jct_cancel_task."
         ),
     )
     async def jct_enqueue_task(
-        objective: Annotated[str, Field(description="What the agent should achieve.")],
+        objective: Annotated[str, text("What to achieve.", Limits.OBJECTIVE)],
         operation: Annotated[Operation, Field(description="The kind of work.")],
-        target_repo: Annotated[str, Field(description="e.g. myorg/api-service")],
+        target_repo: Annotated[str, text("e.g. myorg/api", Limits.REPO)],
         ctx: Context,
-        target_ref: Annotated[str, Field(description="Branch or commit.")] = "main",
-        target_path: Annotated[str, Field(description="Scope inside the repo; empty = whole repo.")] = "",
-        time_budget_seconds: Annotated[int, Field(description="30..86400.")] = 3600,
-        priority: Annotated[Literal["P0", "P1", "P2", "P3", "P4"], Field(description="P0 goes first.")] = "P2",
-        acceptance_criteria: Annotated[list[str] | None, Field(description="Checkable statements of done.")] = None,
-        context_summary: Annotated[str | None, Field(description="The agent's briefing.")] = None,
-        idempotency_key: Annotated[str | None, Field(description="A resend with it returns the same task.")] = None,
+        target_ref: Annotated[str, text("Branch or commit.", Limits.REF)] = "main",
+        target_path: Annotated[str, text("Scope in the repo.", Limits.PATH)] = "",
+        time_budget_seconds: Annotated[int, Budget] = 3600,
+        priority: Priority = "P2",
+        acceptance_criteria: Annotated[list[Criterion] | None, items("Checkable statements.", Limits.CRITERIA)] = None,
+        context_summary: Annotated[str | None, text("The briefing.", Limits.SUMMARY)] = None,
+        idempotency_key: IdempotencyKey = None,
         create_cwom: Annotated[bool, Field(description="Also create the issue and briefing.")] = True,
-        mission_id: Annotated[str | None, Field(description="Join this mission.")] = None,
-        phase: Annotated[int | None, Field(description="Default: the mission's last; one past it starts one.")] = None,
-        depends_on: Annotated[list[str] | None, Field(description="Task ids of the same mission.")] = None,
+        mission_id: Annotated[str | None, uuid("Join this mission.")] = None,
+        phase: Annotated[int | None, Field(ge=0, description="Default: the mission's last.")] = None,
+        depends_on: Annotated[list[Uuid] | None, items("Task ids in the mission.", Limits.DEPENDENCIES)] = None,
     ) -> results.Enqueued:
         return await intake.enqueue_task(
             core,
@@ -66,9 +77,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @mcp.tool(
         name="jct_cancel_task",
         annotations=DESTRUCTIVE,
-        description="Cancel a queued or running task for good; a running agent's next call fails. Cannot be undone.",
+        description="Cancel a queued, blocked or running task; its agent's next call fails. Cannot be undone.",
     )
-    async def jct_cancel_task(
-        task_id: TaskId, reason: Annotated[str, Field(description="Why; kept in the audit log.")], ctx: Context
-    ) -> results.Cancelled:
+    async def jct_cancel_task(task_id: TaskId, reason: Reason, ctx: Context) -> results.Cancelled:
         return await cancel.cancel_task(core, identity.actor(ctx), task_id, reason)

@@ -9,31 +9,49 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.core import cancel, mission_status, missions, results
+from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, READ, WRITE
-from server.tools.params import Cursor, IdempotencyKey, Limit, MissionId, Operation, Priority, Reason
+from server.tools.params import (
+    Budget,
+    Criterion,
+    Cursor,
+    IdempotencyKey,
+    Key,
+    Limit,
+    MissionId,
+    Operation,
+    Priority,
+    Reason,
+    items,
+    text,
+)
 
 
 class PlannedTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    key: str = Field(description="Unique in the mission.")
-    objective: str = Field(description="As for jct_enqueue_task.")
-    operation: Operation = Field(description="As for jct_enqueue_task.")
-    target_repo: str = Field(description="e.g. myorg/api")
-    target_ref: str = Field("main", description="Branch.")
-    target_path: str = Field("", description="Scope in the repo.")
+    key: str = text("Unique name.", Limits.TITLE)
+    objective: str = text("What to achieve.", Limits.OBJECTIVE)
+    operation: Operation = Field(description="The kind of work.")
+    target_repo: str = text("e.g. myorg/api", Limits.REPO)
+    target_ref: str = Field("main", description="Branch.", json_schema_extra={"maxLength": Limits.REF})
+    target_path: str = Field("", description="Scope in the repo.", json_schema_extra={"maxLength": Limits.PATH})
     priority: Priority = "P2"
-    time_budget_seconds: int = Field(3600, description="Seconds.")
-    acceptance_criteria: list[str] = Field([], description="Checkable statements.")
-    context_summary: str = Field("", description="Its briefing.")
-    depends_on: list[str] = Field([], description="Keys it waits for (this or an earlier phase).")
+    time_budget_seconds: Annotated[int, Budget] = 3600
+    acceptance_criteria: list[Criterion] = Field(
+        [], description="Checkable statements.", json_schema_extra={"maxItems": Limits.CRITERIA}
+    )
+    context_summary: str = Field("", description="The briefing.", json_schema_extra={"maxLength": Limits.SUMMARY})
+    depends_on: list[Key] = Field(
+        [], description="Keys it waits for.", json_schema_extra={"maxItems": Limits.DEPENDENCIES}
+    )
 
 
 class PlannedPhase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(description="e.g. Specify")
-    tasks: list[PlannedTask] = Field(description="At least one.")
+    name: str = text("e.g. Specify", Limits.TITLE)
+    tasks: list[PlannedTask] = Field(description="At least one.", json_schema_extra={"maxItems": Limits.MISSION_TASKS})
 
 
 def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -41,15 +59,14 @@ def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_create_mission",
         annotations=WRITE,
         description=(
-            "Plan a goal as phases of tasks, stored in one step. A task is claimable once the tasks it depends_on "
-            "and every task of earlier phases are approved; until then it is blocked. Returns mission_id and "
-            "each key's task_id. Refused (nothing stored): cycles, unknown keys, empty phases, >500 tasks."
+            "Plan a goal as phases of tasks, stored at once. A task is blocked until what it depends_on and all "
+            "earlier phases are approved. Returns mission_id and each key's task_id. Undo: jct_cancel_mission."
         ),
     )
     async def jct_create_mission(
-        title: Annotated[str, Field(description="A short name.")],
-        goal: Annotated[str, Field(description="What done means.")],
-        phases: Annotated[list[PlannedPhase], Field(description="In order: each waits for the one before.")],
+        title: Annotated[str, text("A short name.", Limits.TITLE)],
+        goal: Annotated[str, text("What done means.", Limits.SUMMARY)],
+        phases: Annotated[list[PlannedPhase], items("Each waits for the one before.", Limits.PHASES)],
         ctx: Context,
         idempotency_key: IdempotencyKey = None,
     ) -> results.MissionCreated:
@@ -68,15 +85,15 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         name="jct_get_mission",
         annotations=READ,
         description=(
-            "A mission: progress, phases, blockers (each with the action that lifts it), claimable tasks and "
-            "decisions so far. include=['tasks'] lists its tasks (of one phase with phase)."
+            "A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions. "
+            "include=['tasks'] adds its tasks."
         ),
     )
     async def jct_get_mission(
         mission_id: MissionId,
-        include: Annotated[list[Literal["tasks"]] | None, Field(description="Also list its tasks.")] = None,
-        phase: Annotated[int | None, Field(description="Only this phase's tasks.")] = None,
-        since: Annotated[str | None, Field(description="ISO time: only decisions after it.")] = None,
+        include: Annotated[list[Literal["tasks"]] | None, items("Also list its tasks.", 1)] = None,
+        phase: Annotated[int | None, Field(ge=0, description="Only this phase's tasks.")] = None,
+        since: Annotated[str | None, text("ISO time: only decisions after it.", 64)] = None,
     ) -> results.MissionView:
         return await mission_status.get_mission(core, mission_id, include=include, phase=phase, since=since)
 

@@ -11,14 +11,14 @@ from server.core import observe, queue, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
-from server.tools.params import Cursor, RunId, TaskId
+from server.tools.params import Cursor, RunId, TaskId, uuid
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @mcp.tool(
         name="jct_get_task",
         annotations=READ,
-        description="A task's full record (status, attempts, result, error) and its runs, newest first.",
+        description="A task: status, attempts, result, error, and its runs, newest first.",
     )
     async def jct_get_task(task_id: TaskId) -> results.TaskView:
         return await observe.get_task(core, task_id)
@@ -26,7 +26,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @mcp.tool(
         name="jct_get_run",
         annotations=READ,
-        description="A run: status, executor, outputs, progress events, artifacts (ids for jct_get_artifact), verdict.",
+        description="A run: status, executor, outputs, progress events, artifact ids, verdict.",
     )
     async def jct_get_run(run_id: RunId) -> results.RunView:
         return await observe.get_run(core, run_id)
@@ -35,8 +35,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_get_evidence",
         annotations=READ,
         description=(
-            "The prover's evidence pack for a run: verdict, verdict_reason, each check, each criterion's status "
-            "with cited artifacts, evidence_missing, and review_state. Its id is what jct_submit_review takes."
+            "A run's evidence pack: verdict and reason, each check, each criterion with cited artifacts, "
+            "review_state. jct_submit_review takes its id."
         ),
     )
     async def jct_get_evidence(run_id: RunId) -> results.EvidenceView:
@@ -46,14 +46,13 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_get_artifact",
         annotations=READ,
         description=(
-            "Read an artifact's stored content, max_chars at a time from offset; truncated: true and next_offset "
-            "tell you to call again for the rest."
+            "An artifact's content, max_chars from offset; truncated: true with next_offset: call again for more."
         ),
     )
     async def jct_get_artifact(
-        artifact_id: Annotated[str, Field(description="The artifact's id (UUID).")],
-        offset: Annotated[int, Field(ge=0, description="First character to read.")] = 0,
-        max_chars: Annotated[int, Field(ge=1, le=100_000, description="Characters to read at most.")] = 20_000,
+        artifact_id: Annotated[str, uuid("The artifact's id.")],
+        offset: Annotated[int, Field(ge=0, description="First character.")] = 0,
+        max_chars: Annotated[int, Field(ge=1, le=100_000, description="At most this many.")] = 20_000,
     ) -> results.ArtifactContent:
         return await observe.get_artifact(core, artifact_id, offset=offset, max_chars=max_chars)
 
@@ -66,8 +65,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         entity_kind: Annotated[
             Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"], Field(description="What entity_id names.")
         ],
-        entity_id: Annotated[str, Field(description="Its id (UUID).")],
-        limit: Annotated[int, Field(ge=1, le=200, description="At most this many per page.")] = 50,
+        entity_id: Annotated[str, uuid("Its id.")],
+        limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:
         return await observe.get_audit_trail(core, entity_kind, entity_id, limit=limit, cursor=cursor)

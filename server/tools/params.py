@@ -1,22 +1,45 @@
-"""The parameter types tools share, with the descriptions the model reads."""
+"""The parameter types tools share, with the descriptions the model reads.
+
+Every limit core enforces (README, Input limits) is also declared in the input schema, so a client sees it
+before calling; core stays the one place that checks it (and answers with JCT's own error codes), so the
+schema declares it through json_schema_extra rather than a second pydantic check.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-TaskId = Annotated[str, Field(description="The task's id (UUID).")]
-RunId = Annotated[str, Field(description="The run's id (UUID).")]
-ClaimedRun = Annotated[
-    str | None,
-    Field(description="The run_id your claim returned: pass it, so a late call can never touch someone else's run."),
-]
+from server.core.models import Limits
+
+
+def text(description: str, limit: int) -> Any:
+    """A text parameter of at most `limit` characters."""
+    return Field(description=description, json_schema_extra={"maxLength": limit})
+
+
+def items(description: str, limit: int) -> Any:
+    """A list of at most `limit` items."""
+    return Field(description=description, json_schema_extra={"maxItems": limit})
+
+
+def uuid(description: str) -> Any:
+    return Field(description=description, json_schema_extra={"format": "uuid"})
+
+
+Criterion = Annotated[str, Field(json_schema_extra={"maxLength": Limits.CRITERION})]
+Key = Annotated[str, Field(json_schema_extra={"maxLength": Limits.TITLE})]
+Uuid = Annotated[str, Field(json_schema_extra={"format": "uuid"})]
+TaskId = Annotated[str, uuid("The task's id.")]
+RunId = Annotated[str, uuid("The run's id.")]
+MissionId = Annotated[str, uuid("The mission's id.")]
+ClaimedRun = Annotated[str | None, uuid("The run_id your claim returned.")]
 Operation = Literal["code_change", "docs", "analysis", "ops"]
-OperationFilter = Annotated[Operation | None, Field(description="Only tasks of this operation.")]
-Limit = Annotated[int, Field(ge=1, le=100, description="At most this many per page.")]
-Cursor = Annotated[str | None, Field(description="next_cursor of the previous page.")]
-Reason = Annotated[str, Field(description="Why; kept in the audit log.")]
+OperationFilter = Annotated[Operation | None, Field(description="Only this kind of work.")]
+Limit = Annotated[int, Field(ge=1, le=100, description="Page size.")]
+Cursor = Annotated[str | None, text("From next_cursor.", Limits.CURSOR)]
+Reason = Annotated[str, text("Why; kept in the audit log.", Limits.REASON)]
 Priority = Annotated[Literal["P0", "P1", "P2", "P3", "P4"], Field(description="P0 first.")]
-IdempotencyKey = Annotated[str | None, Field(description="A resend with the same key returns the first result.")]
-MissionId = Annotated[str, Field(description="The mission's id (UUID).")]
+IdempotencyKey = Annotated[str | None, text("A resend with it returns the first result.", Limits.IDEMPOTENCY_KEY)]
+Budget = Field(description="Seconds.", json_schema_extra={"minimum": Limits.MIN_BUDGET, "maximum": Limits.MAX_BUDGET})

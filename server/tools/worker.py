@@ -14,15 +14,21 @@ from server.core.service import Core
 from server.errors import invalid
 from server.identity import Identity
 from server.tools.annotations import READ, RETRY_SAFE, WRITE
-from server.tools.params import ClaimedRun, Cursor, Limit, OperationFilter, TaskId
+from server.tools.params import ClaimedRun, Cursor, Limit, OperationFilter, Reason, TaskId, Uuid, items, text
 
 
 class CriterionReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    criterion: str | int = Field(description="The criterion's text or 0-based index.")
-    status: Literal["satisfied", "unsatisfied"] = Field(description="Whether the work meets it.")
-    evidence: list[str] = Field(default_factory=list, description="Ids of this run's artifacts that show it.")
-    note: str | None = Field(default=None, description="Anything the reviewer should know.")
+    criterion: str | int = Field(
+        description="Its text or 0-based index.", json_schema_extra={"maxLength": Limits.CRITERION}
+    )
+    status: Literal["satisfied", "unsatisfied"] = Field(description="Met or not.")
+    evidence: list[Uuid] = Field(
+        default_factory=list,
+        description="Ids of this run's artifacts that show it.",
+        json_schema_extra={"maxItems": Limits.EVIDENCE},
+    )
+    note: str | None = Field(None, description="For the reviewer.", json_schema_extra={"maxLength": Limits.MESSAGE})
 
     def checked(self, where: str) -> dict[str, Any]:
         """The report as core takes it, after the limits every text a client sends has (README, Input limits)."""
@@ -44,15 +50,14 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_list_tasks",
         annotations=READ,
         description=(
-            "Browse the queue, highest priority (P0) and oldest first. Use jct_claim_next to simply take the "
-            "next task. Returns tasks[] (task_id, objective, operation, target_repo, priority, status, "
-            "time_budget_seconds) and next_cursor when more pages exist."
+            "Browse the queue, P0 and oldest first (jct_claim_next simply takes the next). Returns tasks[] and "
+            "next_cursor."
         ),
     )
     async def jct_list_tasks(
         status: Annotated[
             Literal["blocked", "queued", "running", "completed", "failed", "cancelled", "all"],
-            Field(description="Tasks in this status; all: any."),
+            Field(description="all: any status."),
         ] = "queued",
         operation: OperationFilter = None,
         limit: Limit = 10,
@@ -64,10 +69,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_claim_task",
         annotations=WRITE,
         description=(
-            "Claim one queued task by id. Atomic: exactly one agent wins. Returns run_id (pass it to every later "
-            "call on the task), objective, target, constraints, context_packet (summary, files_of_interest, "
-            "acceptance_criteria, review_feedback) and lease_expires_at. Error TASK_ALREADY_CLAIMED: someone "
-            "else has it; use jct_claim_next."
+            "Claim a queued task by id; exactly one caller wins. Returns run_id (pass it to later calls), the "
+            "briefing (context_packet) and lease_expires_at. Undo: jct_release_task. TASK_ALREADY_CLAIMED: use "
+            "jct_claim_next."
         ),
     )
     async def jct_claim_task(task_id: TaskId, ctx: Context) -> results.Claim:
@@ -77,14 +81,14 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_claim_next",
         annotations=WRITE,
         description=(
-            "Claim the highest-priority queued task, optionally filtered. Same result as jct_claim_task plus "
-            "claimed: true; claimed: false when nothing is eligible (the queue is empty for you: stop)."
+            "Claim the highest-priority eligible task; the result of jct_claim_task plus claimed: true. "
+            "claimed: false: nothing left for you, stop."
         ),
     )
     async def jct_claim_next(
         ctx: Context,
         operation: OperationFilter = None,
-        repo_prefix: Annotated[str | None, Field(description="Only tasks whose target_repo starts with this.")] = None,
+        repo_prefix: Annotated[str | None, text("Only target_repos starting with this.", Limits.REPO)] = None,
     ) -> results.ClaimNext:
         return await queue.claim_next(core, identity.actor(ctx), operation=operation, repo_prefix=repo_prefix)
 
@@ -92,8 +96,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_get_context",
         annotations=READ,
         description=(
-            "Re-read a task's full briefing: issue, latest context_packet (with review_feedback from earlier "
-            "attempts), constraint_snapshot and doctrine_refs (standing guidance to follow)."
+            "Re-read a task's briefing: issue, context_packet (with review_feedback), constraints, doctrine to follow."
         ),
     )
     async def jct_get_context(task_id: TaskId) -> results.TaskContext:
@@ -103,24 +106,23 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_report_artifact",
         annotations=WRITE,
         description=(
-            "Record an output of your claimed task: give content (stored by JCT, size-limited) or a remote uri. "
-            "The prover needs a code_patch (unified diff) or commit for code_change, a doc for docs, a report "
-            "for analysis, a log or report for ops; a log with a test-runner summary is checked for failures. "
-            "Renews your lease. Returns artifact_id: cite it in criteria_results. Errors: LEASE_EXPIRED (stop, "
-            "the task was requeued), NOT_CLAIMANT, PAYLOAD_TOO_LARGE (split it or pass a uri)."
+            "Record an output of your claimed task (content, or a remote uri); renews the lease; kept for good. "
+            "The prover wants a code_patch or commit for code_change, a doc for docs, a report for analysis, a "
+            "log or report for ops. Returns artifact_id: cite it in criteria_results. LEASE_EXPIRED: stop. "
+            "PAYLOAD_TOO_LARGE: split it or give a uri."
         ),
     )
     async def jct_report_artifact(
         task_id: TaskId,
-        title: Annotated[str, Field(description="Short name, e.g. 'Code changes'.")],
+        title: Annotated[str, text("A short name.", Limits.TITLE)],
         artifact_type: Annotated[
             Literal["code_patch", "commit", "doc", "report", "log", "trace"],
-            Field(description="code_patch: a unified diff; log: e.g. test output."),
+            Field(description="code_patch: a unified diff."),
         ],
         ctx: Context,
-        content: Annotated[str | None, Field(description="The content, stored by JCT; or give uri.")] = None,
-        uri: Annotated[str | None, Field(description="Where it is kept instead (not file://).")] = None,
-        media_type: Annotated[str, Field(description="e.g. text/x-diff, text/markdown.")] = "text/plain",
+        content: Annotated[str | None, Field(description="Stored by JCT.")] = None,
+        uri: Annotated[str | None, text("Or where it is kept (not file://).", Limits.URI)] = None,
+        media_type: Annotated[str, text("e.g. text/x-diff.", Limits.MEDIA_TYPE)] = "text/plain",
         run_id: ClaimedRun = None,
     ) -> results.ArtifactReported:
         return await work.report_artifact(
@@ -139,19 +141,18 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_report_progress",
         annotations=WRITE,
         description=(
-            "Post a progress note on your claimed task and renew its lease; call it every few minutes of long "
-            "work or the lease expires and the task is requeued. kind: progress, milestone, decision (data: "
-            "{decision, rationale, alternatives}; later tasks of the mission read it) or blocker (data: "
-            "{requires_human: true} stops automatic approval until a person reviews)."
+            "Post a note on your claimed task and renew its lease: every few minutes, or the lease lapses and "
+            "the task is requeued. kind decision: data {decision, rationale, alternatives}, read by later mission "
+            "tasks. blocker: data {requires_human: true} holds approval for a person."
         ),
     )
     async def jct_report_progress(
         task_id: TaskId,
-        message: Annotated[str, Field(description="What happened, in a line or two.")],
+        message: Annotated[str, text("What happened.", Limits.MESSAGE)],
         ctx: Context,
         progress: Annotated[int | None, Field(ge=0, le=100, description="Percent done.")] = None,
         kind: Annotated[
-            Literal["progress", "milestone", "decision", "blocker"], Field(description="blocker: you are stuck.")
+            Literal["progress", "milestone", "decision", "blocker"], Field(description="blocker: stuck.")
         ] = "progress",
         run_id: ClaimedRun = None,
         data: Annotated[dict[str, Any] | None, Field(description="Structured detail; see kind.")] = None,
@@ -171,23 +172,20 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_complete_task",
         annotations=RETRY_SAFE,
         description=(
-            "Finish your claimed task (success=false if you could not do it, with error_message). Runs the "
-            "prover (verdict pass/partial/fail) and the review policy. A criterion counts as satisfied only if "
-            "you cite an artifact of this run in criteria_results. Returns task_status, run_status, "
-            "evidence_pack{id, verdict, verdict_reason}, review{status: auto_approved | awaiting_manual_review "
-            "| not_required}. Safe to retry: a repeat returns the recorded outcome with duplicate: true."
+            "Finish your claimed task (success=false with error_message if you could not). Runs the prover "
+            "(verdict pass/partial/fail) and the review policy; a criterion counts as satisfied only with an "
+            "artifact of this run cited in criteria_results. Final for the run; a retry returns the recorded "
+            "outcome (duplicate: true)."
         ),
     )
     async def jct_complete_task(
         task_id: TaskId,
-        success: Annotated[bool, Field(description="false if you could not do it.")],
-        summary: Annotated[str, Field(description="What was done, for the reviewer.")],
+        success: Annotated[bool, Field(description="false: you could not.")],
+        summary: Annotated[str, text("What was done.", Limits.SUMMARY)],
         ctx: Context,
-        outputs: Annotated[str | dict[str, Any] | None, Field(description="JSON object of structured outputs.")] = None,
-        error_message: Annotated[str | None, Field(description="Why it failed (success=false).")] = None,
-        criteria_results: Annotated[
-            list[CriterionReport] | None, Field(description="Per acceptance criterion, citing artifact ids.")
-        ] = None,
+        outputs: Annotated[str | dict[str, Any] | None, Field(description="A JSON object.")] = None,
+        error_message: Annotated[str | None, text("Why it failed.", Limits.MESSAGE)] = None,
+        criteria_results: Annotated[list[CriterionReport] | None, items("Per criterion.", Limits.CRITERIA)] = None,
         telemetry: Annotated[
             dict[str, Any] | None, Field(description="tokens_input, tokens_output, cost_usd, duration_seconds.")
         ] = None,
@@ -214,13 +212,13 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         name="jct_release_task",
         annotations=WRITE,
         description=(
-            "Give your claim back without penalty (the task returns to the queue for someone else). Use it when "
-            "you cannot or should not do the task; use jct_complete_task with success=false when you tried and failed."
+            "Give your claim back, no penalty: the task is requeued for others. Tried and failed? Use "
+            "jct_complete_task(success=false)."
         ),
     )
     async def jct_release_task(
         task_id: TaskId,
-        reason: Annotated[str, Field(description="Why you are giving it back.")],
+        reason: Reason,
         ctx: Context,
         run_id: ClaimedRun = None,
     ) -> results.Released:

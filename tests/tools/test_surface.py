@@ -28,9 +28,9 @@ READS = {
     "jct_queue_stats",
     "jct_list_pending_reviews",
 }
-DESTRUCTIVE = {"jct_cancel_task", "jct_cancel_mission"}
+# Mutations that cannot be undone: cancelling, and a review decision (a rejection fails the task for good).
+DESTRUCTIVE = {"jct_cancel_task", "jct_cancel_mission", "jct_submit_review"}
 WORKER = {
-    "jct_create_mission",
     "jct_list_tasks",
     "jct_claim_task",
     "jct_claim_next",
@@ -68,7 +68,7 @@ async def test_tools_list_matches_the_committed_snapshot(connect: ClientFactory)
     assert surface == expected, "tools/list changed: rerun with JCT_UPDATE_SNAPSHOT=1 if the change is deliberate"
 
 
-async def test_reads_are_read_only_and_only_cancel_is_destructive(connect: ClientFactory) -> None:
+async def test_reads_are_read_only_and_only_what_cannot_be_undone_is_destructive(connect: ClientFactory) -> None:
     async with connect() as client:
         tools = (await client.list_tools()).tools
     assert len(tools) == 22
@@ -85,12 +85,44 @@ async def test_toolsets_select_the_exposed_groups(connect: ClientFactory) -> Non
     assert names == WORKER
 
 
-def _undescribed(schema: dict[str, Any], where: str) -> list[str]:
-    """Every property, at any depth (nested models in $defs included), that has no description."""
-    found = [f"{where}.{name}" for name, value in schema.get("properties", {}).items() if "description" not in value]
+def _properties(schema: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every property at any depth (in nested objects, array items and $defs), with where it is."""
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    for name, value in schema.get("properties", {}).items():
+        found.append((f"{where}.{name}", value))
+        found += _properties(value, f"{where}.{name}")
     for name, nested in schema.get("$defs", {}).items():
-        found += _undescribed(nested, f"{where}.$defs.{name}")
+        found += _properties(nested, f"{where}.$defs.{name}")
+    found += _properties(schema.get("items"), f"{where}[]")
     return found
+
+
+def _undescribed(schema: dict[str, Any], where: str) -> list[str]:
+    return [path for path, value in _properties(schema, where) if "description" not in value]
+
+
+def _unbounded(path: str, value: dict[str, Any]) -> list[str]:
+    """What a property leaves unsaid of the limits the server enforces (README, Input limits)."""
+    types = value.get("type")
+    options = [option.get("type") for option in value.get("anyOf", [])]
+    if (
+        "enum" in value
+        or "const" in value
+        or path.endswith((".content", ".outputs", ".telemetry", ".data", ".success", ".create_cwom"))
+    ):
+        return []  # a closed set, or bounded by a setting and checked by core (JCT_MAX_ARTIFACT_BYTES, JSON)
+    missing = []
+    if (types == "string" or "string" in options) and "maxLength" not in value and value.get("format") != "uuid":
+        missing.append(f"{path}: maxLength or format uuid")
+    if types == "array" and "maxItems" not in value:
+        missing.append(f"{path}: maxItems")
+    if types == "array" and value.get("items", {}).get("type") == "string":
+        missing += _unbounded(f"{path}[]", value["items"]) if "format" not in value["items"] else []
+    if types == "integer" and "minimum" not in value:
+        missing.append(f"{path}: minimum")
+    return missing
 
 
 async def test_every_input_property_has_a_description(connect: ClientFactory) -> None:
@@ -98,6 +130,20 @@ async def test_every_input_property_has_a_description(connect: ClientFactory) ->
         tools = (await client.list_tools()).tools
     missing = [path for tool in tools for path in _undescribed(tool.input_schema, tool.name)]
     assert not missing, f"tool parameters without a description: {missing}"
+
+
+async def test_every_limit_the_server_enforces_is_in_the_input_schema(connect: ClientFactory) -> None:
+    """A client sees each documented limit before it calls: texts have maxLength (or are UUIDs), lists maxItems,
+    numbers their bounds."""
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    missing = [
+        gap
+        for tool in tools
+        for path, value in _properties(tool.input_schema, tool.name)
+        for gap in _unbounded(path, value)
+    ]
+    assert not missing, missing
 
 
 async def test_output_schemas_are_flat_for_cheap_checking(connect: ClientFactory) -> None:
