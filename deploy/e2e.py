@@ -241,17 +241,30 @@ async def lifecycle(dep: Deployment, mode: str, engine: AsyncEngine) -> str:
         check(claim["claimed"] and claim["task_id"] == first, f"{mode}: claim_next gave {claim}")
         context = await call(agent, "jct_get_context", task_id=first)
         check(context["issue"]["acceptance_criteria"] == [CRITERION], f"{mode}: briefing {context}")
-        await call(agent, "jct_report_progress", task_id=first, message="halfway", progress=50)
+        await call(agent, "jct_report_progress", task_id=first, run_id=claim["run_id"], message="halfway", progress=50)
         patch = await call(
-            agent, "jct_report_artifact", task_id=first, title="Code changes", artifact_type="code_patch", content=PATCH
+            agent,
+            "jct_report_artifact",
+            task_id=first,
+            run_id=claim["run_id"],
+            title="Code changes",
+            artifact_type="code_patch",
+            content=PATCH,
         )
         await call(
-            agent, "jct_report_artifact", task_id=first, title="Tests", artifact_type="log", content=PASSING_TESTS
+            agent,
+            "jct_report_artifact",
+            task_id=first,
+            run_id=claim["run_id"],
+            title="Tests",
+            artifact_type="log",
+            content=PASSING_TESTS,
         )
         done = await call(
             agent,
             "jct_complete_task",
             task_id=first,
+            run_id=claim["run_id"],
             success=True,
             summary="Validated emails.",
             criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch["artifact_id"]]}],
@@ -268,11 +281,19 @@ async def lifecycle(dep: Deployment, mode: str, engine: AsyncEngine) -> str:
             agent,
             "jct_report_artifact",
             task_id=second,
+            run_id=claim2["run_id"],
             title="Code changes",
             artifact_type="code_patch",
             content=PATCH,
         )
-        partial = await call(agent, "jct_complete_task", task_id=second, success=True, summary="Cites no evidence.")
+        partial = await call(
+            agent,
+            "jct_complete_task",
+            task_id=second,
+            run_id=claim2["run_id"],
+            success=True,
+            summary="Cites no evidence.",
+        )
         check(partial["review"]["status"] == "awaiting_manual_review", f"{mode}: second completion {partial}")
         pack_id = partial["evidence_pack"]["id"]
 
@@ -482,12 +503,18 @@ async def agent(
                     if pinned:
                         ledger.holding[who] = run_id
                     step = "jct_report_progress"
-                    await call(client, step, task_id=task_id, message="working", progress=50)
+                    await call(client, step, task_id=task_id, run_id=run_id, message="working", progress=50)
                     ledger.ok()
                     await anyio.sleep(pace)
                     step = "jct_report_artifact"
                     artifact = await call(
-                        client, step, task_id=task_id, title="Code changes", artifact_type="code_patch", content=PATCH
+                        client,
+                        step,
+                        task_id=task_id,
+                        run_id=run_id,
+                        title="Code changes",
+                        artifact_type="code_patch",
+                        content=PATCH,
                     )
                     ledger.ok()
                     ledger.artifacts.add(str(artifact["artifact_id"]))
@@ -498,6 +525,7 @@ async def agent(
                         client,
                         step,
                         task_id=task_id,
+                        run_id=run_id,
                         success=True,
                         summary="done",
                         criteria_results=[
