@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from server.config import async_database_url
 from server.db.migrate import alembic_config, head_revision
 from tests.conftest import POSTGRES_URL, drop_postgres_database
-from tests.transports.conftest import free_port, server_env, stop_process, subprocess_env, wait_ready
+from tests.transports.conftest import free_port, open_serve, server_env, stop_process, wait_ready
 
 pytestmark = [
     pytest.mark.anyio,
@@ -84,14 +83,7 @@ async def serve(url: str, tmp_path: Path, label: str) -> tuple[Process, str, Pat
     log_path = tmp_path / f"serve-{label}.log"
     env = server_env(url, tmp_path / label, log_level="INFO")
     with log_path.open("wb") as log:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "server", "serve", "--port", str(port)],
-            env=subprocess_env(env),
-            cwd=tmp_path,
-            stdin=None,
-            stdout=log,
-            stderr=log,
-        )
+        process = await open_serve(port, env, tmp_path, log)
     return process, f"http://127.0.0.1:{port}", log_path
 
 

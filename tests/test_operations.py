@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,9 @@ from tests.transports.conftest import (
     call_error,
     free_port,
     http_server,
+    open_serve,
     server_env,
     stop_process,
-    subprocess_env,
     wait_ready,
 )
 
@@ -234,13 +233,7 @@ async def test_sigterm_exits_cleanly_and_leaves_claims_claimed(database_url: str
     env = server_env(database_url, tmp_path, log_format="json", log_level="INFO")
     log_path = tmp_path / "serve.log"
     with anyio.fail_after(LIMIT), log_path.open("wb") as log:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "server", "serve", "--port", str(port)],
-            env=subprocess_env(env),
-            cwd=tmp_path,
-            stdout=log,
-            stderr=log,
-        )
+        process = await open_serve(port, env, tmp_path, log)
         try:
             base = f"http://127.0.0.1:{port}"
             assert await wait_ready(process, base), log_path.read_text()

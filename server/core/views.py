@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from server.core import results as r
 
 # Rows from SQLAlchemy (RowMapping) or assembled by hand (the flat claim row): any mapping will do.
 RowMapping = Mapping[Any, Any]
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validator(model: type[M]) -> Callable[[RowMapping], M]:
+    """The function that validates a row into `model`, field by field as the model declares them."""
+
+    def validate(row: RowMapping) -> M:
+        return model.model_validate(dict(row))
+
+    return validate
 
 
 def target(task: RowMapping) -> r.Target:
     return r.Target(repo=task["target_repo"], ref=task["target_ref"], path=task["target_path"])
-
-
-def task_summary(task: RowMapping) -> r.TaskSummary:
-    return r.TaskSummary.model_validate(dict(task))
-
-
-def task_detail(task: RowMapping) -> r.TaskDetail:
-    return r.TaskDetail.model_validate(dict(task))
 
 
 def constraints(snapshot: RowMapping | None, task: RowMapping) -> r.Constraints:
@@ -46,37 +50,15 @@ def context_packet(packet: RowMapping | None) -> r.ContextPacket | None:
     return r.ContextPacket.model_validate({**packet, "review_feedback": packet["review_feedback"] or []})
 
 
-def issue(row: RowMapping) -> r.IssueView:
-    return r.IssueView.model_validate(dict(row))
-
-
-def run_summary(run: RowMapping) -> r.RunSummary:
-    return r.RunSummary.model_validate(dict(run))
-
-
-def run_detail(run: RowMapping) -> r.RunDetail:
-    return r.RunDetail.model_validate(dict(run))
-
-
-def artifact(row: RowMapping) -> r.ArtifactView:
-    return r.ArtifactView.model_validate(dict(row))
-
-
-def run_event(row: RowMapping) -> r.RunEventView:
-    return r.RunEventView.model_validate(dict(row))
-
-
-def evidence_summary(pack: RowMapping) -> r.EvidenceSummary:
-    return r.EvidenceSummary.model_validate(dict(pack))
-
-
-def evidence_detail(pack: RowMapping) -> r.EvidencePackDetail:
-    return r.EvidencePackDetail.model_validate(dict(pack))
-
-
-def audit_entry(row: RowMapping) -> r.AuditEntry:
-    return r.AuditEntry.model_validate(dict(row))
-
-
-def pending_review(row: RowMapping) -> r.PendingReview:
-    return r.PendingReview.model_validate(dict(row))
+# The shapes a row validates into as it is (fields by name, aliases and inheritance in server/core/results.py).
+task_summary = _validator(r.TaskSummary)
+task_detail = _validator(r.TaskDetail)
+issue = _validator(r.IssueView)
+run_summary = _validator(r.RunSummary)
+run_detail = _validator(r.RunDetail)
+artifact = _validator(r.ArtifactView)
+run_event = _validator(r.RunEventView)
+evidence_summary = _validator(r.EvidenceSummary)
+evidence_detail = _validator(r.EvidencePackDetail)
+audit_entry = _validator(r.AuditEntry)
+pending_review = _validator(r.PendingReview)

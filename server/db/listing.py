@@ -7,7 +7,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, Select, String, and_, func, literal, or_, select, tuple_, union_all
+from sqlalchemy import (
+    ColumnElement,
+    RowMapping,
+    Select,
+    String,
+    Table,
+    and_,
+    func,
+    literal,
+    or_,
+    select,
+    tuple_,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
@@ -271,68 +284,55 @@ def _matches(id_column: ColumnElement[str], texts: Sequence[ColumnElement[str]],
     return or_(by_id, by_words)
 
 
+async def _newest_ids(
+    conn: AsyncConnection,
+    table: Table,
+    newest: ColumnElement[Any],
+    texts: Sequence[ColumnElement[str]],
+    value: str,
+    limit: int,
+    *conditions: ColumnElement[bool],
+) -> Sequence[str]:
+    """Ids of `table` matching `value` (`_matches`), newest first; a table with a task_id may search its
+    task's objective (joined as t.tasks)."""
+    query = select(table.c.id)
+    if table is not t.tasks and "task_id" in table.c:
+        query = query.join(t.tasks, t.tasks.c.id == table.c.task_id)
+    query = query.where(*conditions).order_by(newest.desc(), table.c.id.desc()).limit(limit)
+    if value.strip():
+        query = query.where(_matches(table.c.id, texts, value))
+    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+
+
 async def complete_task_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
     tasks = t.tasks
-    query = select(tasks.c.id).order_by(tasks.c.queued_at.desc(), tasks.c.id.desc()).limit(limit)
-    if value.strip():
-        query = query.where(_matches(tasks.c.id, [tasks.c.objective], value))
-    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+    return await _newest_ids(conn, tasks, tasks.c.queued_at, [tasks.c.objective], value, limit)
 
 
 async def complete_issue_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
     issues = t.issues
-    query = select(issues.c.id).order_by(issues.c.created_at.desc(), issues.c.id.desc()).limit(limit)
-    if value.strip():
-        query = query.where(_matches(issues.c.id, [issues.c.title], value))
-    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+    return await _newest_ids(conn, issues, issues.c.created_at, [issues.c.title], value, limit)
 
 
 async def complete_run_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
-    runs, tasks = t.runs, t.tasks
-    query = (
-        select(runs.c.id)
-        .join(tasks, tasks.c.id == runs.c.task_id)
-        .order_by(runs.c.started_at.desc(), runs.c.id.desc())
-        .limit(limit)
-    )
-    if value.strip():
-        query = query.where(_matches(runs.c.id, [tasks.c.objective], value))
-    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+    runs = t.runs
+    return await _newest_ids(conn, runs, runs.c.started_at, [t.tasks.c.objective], value, limit)
 
 
 async def complete_evidence_pack_ids(
     conn: AsyncConnection, value: str, limit: int, *, pending_only: bool = False
 ) -> Sequence[str]:
-    packs, tasks = t.evidence_packs, t.tasks
-    query = (
-        select(packs.c.id)
-        .join(tasks, tasks.c.id == packs.c.task_id)
-        .order_by(packs.c.created_at.desc(), packs.c.id.desc())
-        .limit(limit)
-    )
-    if pending_only:
-        query = query.where(packs.c.review_state == "pending")
-    if value.strip():
-        query = query.where(_matches(packs.c.id, [tasks.c.objective], value))
-    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+    packs = t.evidence_packs
+    pending = [packs.c.review_state == "pending"] if pending_only else []
+    return await _newest_ids(conn, packs, packs.c.created_at, [t.tasks.c.objective], value, limit, *pending)
 
 
 async def complete_artifact_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
-    artifacts, tasks = t.artifacts, t.tasks
-    query = (
-        select(artifacts.c.id)
-        .join(tasks, tasks.c.id == artifacts.c.task_id)
-        .order_by(artifacts.c.created_at.desc(), artifacts.c.id.desc())
-        .limit(limit)
-    )
-    if value.strip():
-        query = query.where(_matches(artifacts.c.id, [artifacts.c.title, tasks.c.objective], value))
-    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+    artifacts = t.artifacts
+    texts = [artifacts.c.title, t.tasks.c.objective]
+    return await _newest_ids(conn, artifacts, artifacts.c.created_at, texts, value, limit)
 
 
 async def complete_mission_ids(conn: AsyncConnection, value: str, limit: int) -> Sequence[str]:
     missions = t.missions
-    query = select(missions.c.id).order_by(missions.c.created_at.desc(), missions.c.id.desc()).limit(limit)
-    if value.strip():
-        query = query.where(_matches(missions.c.id, [missions.c.title], value))
-    return [str(row) for row in (await conn.execute(query)).scalars().all()]
+    return await _newest_ids(conn, missions, missions.c.created_at, [missions.c.title], value, limit)

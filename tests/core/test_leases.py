@@ -97,6 +97,11 @@ LATE_CALLS = pytest.mark.parametrize(
 )
 
 
+async def state(core: Core, task_id: str) -> tuple[Any, ...]:
+    """Every row of the database, and the task's row and runs in full: what a refused call must not change."""
+    return await snapshot(core), await task_row(core, task_id), await run_rows(core, task_id)
+
+
 @LATE_CALLS
 async def test_a_stale_agent_whose_task_was_reclaimed_gets_lease_expired_and_changes_nothing(
     core: Core, late_call: LateCall
@@ -107,15 +112,13 @@ async def test_a_stale_agent_whose_task_was_reclaimed_gets_lease_expired_and_cha
     assert (await sweeper.sweep_expired_leases(core)).requeued == 1
     fresh = await queue.claim_next(core, BOB)
     assert fresh.task_id == task_id
-    rows, task, runs = await snapshot(core), await task_row(core, task_id), await run_rows(core, task_id)
+    before = await state(core, task_id)
 
     with pytest.raises(JctError) as err:
         await late_call(core, task_id)
 
     assert err.value.code is ErrorCode.LEASE_EXPIRED
-    assert await snapshot(core) == rows
-    assert await task_row(core, task_id) == task
-    assert await run_rows(core, task_id) == runs
+    assert await state(core, task_id) == before
     assert files_under(core.store.run_dir(stale.run_id)) == []
 
 
@@ -126,15 +129,13 @@ async def test_a_claimant_whose_lease_passed_before_any_sweep_gets_lease_expired
     task_id = await enqueue(core)
     claim = await queue.claim_task(core, ALICE, task_id)
     await expire_leases(core, task_id)
-    rows, task, runs = await snapshot(core), await task_row(core, task_id), await run_rows(core, task_id)
+    before = await state(core, task_id)
 
     with pytest.raises(JctError) as err:
         await late_call(core, task_id)
 
     assert err.value.code is ErrorCode.LEASE_EXPIRED
-    assert await snapshot(core) == rows
-    assert await task_row(core, task_id) == task
-    assert await run_rows(core, task_id) == runs
+    assert await state(core, task_id) == before
     assert files_under(core.store.run_dir(claim.run_id)) == []
     # The sweeper still finds the run: the failed call did not revive the lease.
     assert (await sweeper.sweep_expired_leases(core)).expired == 1

@@ -35,11 +35,7 @@ async def test_a_clean_run_has_nothing_to_report(core: Core, database_url: str) 
     tally.completions[claim.run_id] = task_id
 
     books = await Books.read(database_url)
-    assert books.double_claims() == []
-    assert books.lost_tasks() == []
-    assert books.unaccounted_claims() == []
-    assert books.attempts_differ() == []
-    assert books.missing(tally) == []
+    assert books.problems(tally) == {}
     assert books.store_differs(core.settings.traces) == []
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -32,7 +31,7 @@ from server.db.engine import Database
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from tests.core.helpers import ADMIN
-from tests.transports.conftest import free_port, server_env, stop_process, subprocess_env, wait_ready
+from tests.transports.conftest import free_port, open_serve, server_env, stop_process, wait_ready
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -81,13 +80,7 @@ async def test_sigterm_cancels_a_blocked_write_in_time_and_tells_the_truth(
     try:
         task = await intake.enqueue_task(core, ADMIN, objective="Blocked", operation="docs", target_repo="a/b")
         with anyio.fail_after(LIMIT), log_path.open("wb") as log:
-            process = await anyio.open_process(
-                [sys.executable, "-m", "server", "serve", "--port", str(port)],
-                env=subprocess_env(env),
-                cwd=tmp_path,
-                stdout=log,
-                stderr=log,
-            )
+            process = await open_serve(port, env, tmp_path, log)
             try:
                 base = f"http://127.0.0.1:{port}"
                 assert await wait_ready(process, base), log_path.read_text()

@@ -232,7 +232,9 @@ async def test_a_stuck_subscriber_never_blocks_tool_calls(
     subscribed and never opened its GET stream at all is harmless throughout: the transport drops
     its notifications.
     """
-    deadline = 6.0
+    # Long enough that a tool call on a loaded machine (seconds, under CI) fits many times into it; a call
+    # the stuck session blocked would take the whole deadline.
+    deadline = 20.0
     monkeypatch.setattr("server.notify.hub.SEND_DEADLINE", deadline)
     task_ids = [str(uuid.uuid4()) for _ in range(100)]
     with anyio.fail_after(LIMIT):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,27 @@ from mcp_types import ErrorData
 
 from server.config import Settings
 from server.core import tokens
+from server.core.models import new_id
 from server.core.service import Core
+from server.db import tokens as token_rows
 from tests.support.serving import served
 
 HTTP_KINDS = ["http-legacy", "http-modern", "sse"]
+
+
+async def future_token(core: Core) -> str:
+    """A token only a newer JCT could write: its one role is unknown to this build. Its secret."""
+    secret = tokens.PREFIX + "future-token-with-an-unknown-role"
+    async with core.db.write() as conn:
+        row = {
+            "id": new_id(),
+            "name": "future",
+            "roles": ["auditor"],
+            "token_hash": tokens.hash_secret(secret),
+            "created_at": datetime.now(UTC),
+        }
+        assert await token_rows.insert_token(conn, row)
+    return secret
 
 
 def bearer(secret: str) -> dict[str, str]:

@@ -14,31 +14,16 @@ from sqlalchemy import update
 from server.core import sweeper
 from server.db import tables
 from server.errors import RpcCode
-from tests.core.helpers import snapshot
+from tests.core.helpers import PATCH, snapshot
 from tests.security.conftest import TokenServer, bearer
+from tests.tools.test_surface import WORKER
 from tests.transports.conftest import call, call_error
 
 pytestmark = pytest.mark.anyio
 
 LIMIT = 90.0
-PATCH = """diff --git a/src/app.py b/src/app.py
---- a/src/app.py
-+++ b/src/app.py
-@@ -1 +1 @@
--old
-+new
-"""
-WORKER_TOOLS = {
-    "jct_create_mission",
-    "jct_list_tasks",
-    "jct_claim_task",
-    "jct_claim_next",
-    "jct_get_context",
-    "jct_report_artifact",
-    "jct_report_progress",
-    "jct_complete_task",
-    "jct_release_task",
-}
+# A worker's tools: its own toolset and planning.
+WORKER_TOOLS = WORKER | {"jct_create_mission"}
 OBSERVE_TOOLS = {
     "jct_get_mission",
     "jct_list_missions",

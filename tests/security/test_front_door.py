@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -14,10 +13,8 @@ from server.app import max_request_body
 from server.auth import RateLimiter
 from server.config import Settings
 from server.core import tokens
-from server.core.models import new_id
-from server.db import tokens as token_rows
 from server.errors import RpcCode
-from tests.security.conftest import bearer
+from tests.security.conftest import bearer, future_token
 from tests.support.serving import running
 
 pytestmark = pytest.mark.anyio
@@ -113,16 +110,7 @@ async def test_a_token_with_no_usable_role_is_403(serving: Any) -> None:
     """Only a token written by a newer JCT (a role this build does not know) can lack a usable role."""
     with anyio.fail_after(30):
         async with serving(auth="token") as (app, core), asgi(app) as http:
-            secret = tokens.PREFIX + "future-token-with-an-unknown-role"
-            async with core.db.write() as conn:
-                row = {
-                    "id": new_id(),
-                    "name": "future",
-                    "roles": ["auditor"],
-                    "token_hash": tokens.hash_secret(secret),
-                    "created_at": datetime.now(UTC),
-                }
-                assert await token_rows.insert_token(conn, row)
+            secret = await future_token(core)
             response = await http.post("/mcp", json=INITIALIZE, headers=ACCEPT | bearer(secret))
     refusal(response, 403, RpcCode.FORBIDDEN, "insufficient_scope")
     assert 'error="insufficient_scope"' in response.headers["www-authenticate"]

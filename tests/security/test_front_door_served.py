@@ -8,7 +8,6 @@ the request carried; `/metrics` answered any Host.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from server.config import Settings
 from server.core import tokens
-from server.core.models import new_id
-from server.db import tokens as token_rows
 from server.errors import RpcCode
-from tests.security.conftest import bearer, sdk_refusal
+from tests.security.conftest import bearer, future_token, sdk_refusal
 from tests.support import serving
 from tests.support.command import jct
 from tests.transports.conftest import http_server, server_env
@@ -85,16 +82,7 @@ async def test_the_sdk_client_shows_jct_messages_for_401_403_and_429(served: Any
     with anyio.fail_after(90):
         async with served(rate_limit_per_minute=2) as (base_url, core):
             unknown = await sdk_refusal(base_url, "jct_not-a-real-token", mode)
-            secret = tokens.PREFIX + "future-token-with-an-unknown-role"
-            async with core.db.write() as conn:
-                row = {
-                    "id": new_id(),
-                    "name": "future",
-                    "roles": ["auditor"],
-                    "token_hash": tokens.hash_secret(secret),
-                    "created_at": datetime.now(UTC),
-                }
-                assert await token_rows.insert_token(conn, row)
+            secret = await future_token(core)
             roleless = await sdk_refusal(base_url, secret, mode)
             alice, _ = await tokens.create_token(core, "alice", ["worker"])
             limited = await sdk_refusal(base_url, alice, mode, calls=5)  # two requests of burst, then 429

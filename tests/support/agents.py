@@ -30,6 +30,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
+from server.config import Settings
 from server.core import intake
 from server.core.models import Actor
 from server.core.service import Core
@@ -56,6 +57,15 @@ async def enqueue_work(core: Core, count: int) -> list[str]:
         ).task_id
         for n in range(count)
     ]
+
+
+async def enqueue_work_in(settings: Settings, count: int) -> list[str]:
+    """`enqueue_work` through a Core of its own, closed before the servers under test start."""
+    core = Core.build(settings)
+    try:
+        return await enqueue_work(core, count)
+    finally:
+        await core.db.dispose()
 
 
 def patch(task_id: str, size: int = 0) -> str:

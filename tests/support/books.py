@@ -182,6 +182,18 @@ class Books:
                 problems.append(f"completion of task {task_id} by run {run_id} was acknowledged; the run is {status}")
         return problems
 
+    def problems(self, tally: Tally) -> dict[str, list[str]]:
+        """What every check found, by check (empty when the books balance): double claims, lost tasks,
+        unaccounted claims, attempts that differ from expired runs, acknowledged writes not recorded."""
+        found = {
+            "double claims": self.double_claims(),
+            "lost tasks": self.lost_tasks(),
+            "unaccounted claims": self.unaccounted_claims(),
+            "attempts differ": self.attempts_differ(),
+            "missing": self.missing(tally),
+        }
+        return {check: problems for check, problems in found.items() if problems}
+
     def store_differs(self, trace_root: Path) -> list[str]:
         """Files in the trace store that are not an artifact's whole content, and stored artifacts without one."""
         stored = {}

@@ -8,16 +8,14 @@ at the end is stopped with SIGTERM, then SIGKILL.
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 from anyio.abc import Process
 
-from tests.transports.conftest import free_port, stop_process, subprocess_env, wait_ready
+from tests.transports.conftest import free_port, open_serve, stop_process, wait_ready
 
 PORT_ATTEMPTS = 3
 
@@ -55,14 +53,7 @@ async def serve(env: dict[str, str], cwd: Path, name: str = "jct") -> AsyncItera
         port = free_port()
         log_path = cwd / f"{name}-{port}.log"
         with log_path.open("wb") as log:
-            process = await anyio.open_process(
-                [sys.executable, "-m", "server", "serve", "--port", str(port)],
-                env=subprocess_env(env),
-                cwd=cwd,
-                stdin=None,
-                stdout=log,
-                stderr=log,
-            )
+            process = await open_serve(port, env, cwd, log)
         server = Server(name, f"http://127.0.0.1:{port}", process, log_path)
         try:
             ready = await wait_ready(process, server.base_url)

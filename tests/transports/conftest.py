@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import httpx2
@@ -47,6 +47,20 @@ async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
         raise AssertionError(f"{tool} failed: {text}")
     assert result.structured_content is not None, f"{tool} returned no structuredContent"
     return dict(result.structured_content)
+
+
+async def report(
+    client: Client,
+    task_id: str,
+    run_id: str,
+    content: str,
+    *,
+    title: str = "Code changes",
+    artifact_type: str = "code_patch",
+) -> dict[str, Any]:
+    """jct_report_artifact on the run `run_id` of `task_id`; its result."""
+    args = {"title": title, "artifact_type": artifact_type, "content": content}
+    return await call(client, "jct_report_artifact", task_id=task_id, run_id=run_id, **args)
 
 
 async def call_error(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -115,39 +129,25 @@ async def wait_ready(process: Process, base_url: str) -> bool:
     return False
 
 
+async def open_serve(port: int, env: dict[str, str], cwd: Path, log: IO[bytes]) -> Process:
+    """`jct serve --port PORT` with `env` (JCT_* settings: `server_env`), its stdout and stderr into `log`."""
+    return await anyio.open_process(
+        [sys.executable, "-m", "server", "serve", "--port", str(port)],
+        env=subprocess_env(env),
+        cwd=cwd,
+        stdin=None,
+        stdout=log,
+        stderr=log,
+    )
+
+
 @asynccontextmanager
 async def http_server(env: dict[str, str], cwd: Path) -> AsyncIterator[str]:
     """`jct serve --port <free port>` as a subprocess; yields its base URL once /readyz answers 200."""
-    for _attempt in range(3):
-        port = free_port()
-        log_path = cwd / f"jct-serve-{port}.log"
-        with log_path.open("wb") as log:
-            process = await anyio.open_process(
-                [sys.executable, "-m", "server", "serve", "--port", str(port)],
-                env=subprocess_env(env),
-                cwd=cwd,
-                stdin=None,
-                stdout=log,
-                stderr=log,
-            )
-        base_url = f"http://127.0.0.1:{port}"
-        try:
-            ready = await wait_ready(process, base_url)
-        except BaseException:
-            await stop_process(process)
-            raise
-        if ready:
-            break
-        await stop_process(process)
-        output = log_path.read_text(errors="replace")
-        if "already in use" not in output:  # lost the race for the free port: try another one
-            raise RuntimeError(f"jct serve exited with {process.returncode}:\n{output}")
-    else:
-        raise RuntimeError("could not find a free port for jct serve")
-    try:
-        yield base_url
-    finally:
-        await stop_process(process)
+    from tests.support.servers import serve
+
+    async with serve(env, cwd, "jct-serve") as server:
+        yield server.base_url
 
 
 # --- the fixture -----------------------------------------------------------------------------

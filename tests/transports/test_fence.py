@@ -21,7 +21,7 @@ from server.core import sweeper
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import snapshot
-from tests.transports.conftest import Transport, call, call_error
+from tests.transports.conftest import Transport, call, call_error, report
 from tests.transports.test_workflows import PATCH, enqueue
 
 pytestmark = pytest.mark.anyio
@@ -89,15 +89,7 @@ async def test_a_zombie_never_touches_the_run_of_the_agent_that_reclaimed_its_ta
                 assert await _run_row(core, fresh["run_id"]) == fresh_run
 
                 # The successor's work goes on as if the zombie had never woken up.
-                await call(
-                    successor,
-                    "jct_report_artifact",
-                    task_id=task_id,
-                    run_id=fresh["run_id"],
-                    title="Code changes",
-                    artifact_type="code_patch",
-                    content=PATCH,
-                )
+                await report(successor, task_id, fresh["run_id"], PATCH)
                 done = await call(
                     successor, "jct_complete_task", task_id=task_id, run_id=fresh["run_id"], success=True, summary="ok"
                 )

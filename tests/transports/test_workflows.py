@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 from mcp import Client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from tests.transports.conftest import Transport, call, call_error
+from tests.transports.conftest import Transport, call, call_error, report
 
 pytestmark = pytest.mark.anyio
 
@@ -37,6 +39,22 @@ async def enqueue(client: Client, objective: str = "Add input validation to user
     assert result["success"] is True
     assert result["status"] == "queued"
     return str(result["task_id"])
+
+
+async def complete_citing(
+    client: Client, task_id: str, run_id: str, patch: dict[str, Any], summary: str
+) -> dict[str, Any]:
+    """A successful completion that cites `patch` for the task's one criterion."""
+    cited = [{"criterion": 0, "status": "satisfied", "evidence": [patch["artifact_id"]]}]
+    return await call(
+        client,
+        "jct_complete_task",
+        task_id=task_id,
+        run_id=run_id,
+        success=True,
+        summary=summary,
+        criteria_results=cited,
+    )
 
 
 async def test_the_negotiated_protocol_matches_the_transport(transport: Transport) -> None:
@@ -73,34 +91,18 @@ async def test_happy_path_ends_auto_approved(transport: Transport) -> None:
             assert context["context_packet"]["id"] == claim["context_packet"]["id"]
             assert context["issue"]["acceptance_criteria"] == [CRITERION]
 
-            patch = await call(
-                agent,
-                "jct_report_artifact",
-                task_id=task_id,
-                run_id=claim["run_id"],
-                title="Code changes",
-                artifact_type="code_patch",
-                content=PATCH,
-            )
-            log = await call(
-                agent,
-                "jct_report_artifact",
-                task_id=task_id,
-                run_id=claim["run_id"],
-                title="Test results",
-                artifact_type="log",
-                content=PASSING_TESTS,
+            patch = await report(agent, task_id, claim["run_id"], PATCH)
+            log = await report(
+                agent, task_id, claim["run_id"], PASSING_TESTS, title="Test results", artifact_type="log"
             )
             assert patch["run_id"] == log["run_id"] == claim["run_id"]
 
-            done = await call(
+            done = await complete_citing(
                 agent,
-                "jct_complete_task",
-                task_id=task_id,
-                run_id=claim["run_id"],
-                success=True,
-                summary="Added RFC 5322 email validation to registration endpoint. All tests pass.",
-                criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch["artifact_id"]]}],
+                task_id,
+                claim["run_id"],
+                patch,
+                "Added RFC 5322 email validation to registration endpoint. All tests pass.",
             )
             assert done["success"] is True
             assert (done["task_status"], done["run_status"]) == ("completed", "done")
@@ -124,14 +126,8 @@ async def test_failure_path_ends_failed_with_a_failing_verdict(transport: Transp
         async with transport() as agent:
             task_id = await enqueue(agent)
             claim = await call(agent, "jct_claim_task", task_id=task_id)
-            await call(
-                agent,
-                "jct_report_artifact",
-                task_id=task_id,
-                run_id=claim["run_id"],
-                title="Failed test output",
-                artifact_type="log",
-                content=FAILING_TESTS,
+            await report(
+                agent, task_id, claim["run_id"], FAILING_TESTS, title="Failed test output", artifact_type="log"
             )
             done = await call(
                 agent,
@@ -178,26 +174,8 @@ async def test_multi_task_loop_drains_the_queue_in_priority_order(transport: Tra
                     assert set(claim) == {"success", "claimed"}
                     break
                 task_id = claim["task_id"]
-                patch = await call(
-                    agent,
-                    "jct_report_artifact",
-                    task_id=task_id,
-                    run_id=claim["run_id"],
-                    title="Patch",
-                    artifact_type="code_patch",
-                    content=PATCH,
-                )
-                done = await call(
-                    agent,
-                    "jct_complete_task",
-                    task_id=task_id,
-                    run_id=claim["run_id"],
-                    success=True,
-                    summary=f"Done: {claim['objective']}",
-                    criteria_results=[
-                        {"criterion": CRITERION, "status": "satisfied", "evidence": [patch["artifact_id"]]}
-                    ],
-                )
+                patch = await report(agent, task_id, claim["run_id"], PATCH, title="Patch")
+                done = await complete_citing(agent, task_id, claim["run_id"], patch, f"Done: {claim['objective']}")
                 assert done["task_status"] == "completed"
                 done_order.append(task_id)
             else:
@@ -218,24 +196,8 @@ async def test_review_agent_approves_pending_work(transport: Transport) -> None:
             claim = await call(worker, "jct_claim_next")
             assert claim["claimed"] is True
             assert claim["task_id"] == task_id
-            patch = await call(
-                worker,
-                "jct_report_artifact",
-                task_id=task_id,
-                run_id=claim["run_id"],
-                title="Code changes",
-                artifact_type="code_patch",
-                content=PATCH,
-            )
-            done = await call(
-                worker,
-                "jct_complete_task",
-                task_id=task_id,
-                run_id=claim["run_id"],
-                success=True,
-                summary="Validated emails",
-                criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch["artifact_id"]]}],
-            )
+            patch = await report(worker, task_id, claim["run_id"], PATCH)
+            done = await complete_citing(worker, task_id, claim["run_id"], patch, "Validated emails")
             assert done["review"]["status"] == "awaiting_manual_review"
             assert (done["task_status"], done["run_status"]) == ("completed", "under_review")
 
