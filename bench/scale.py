@@ -2,7 +2,8 @@
 
 For each dialect and size, a fresh database (SQLite in a temp file; PostgreSQL a throwaway database) is
 migrated and bulk-loaded with `load()` (mostly finished tasks with runs, evidence and a two-row-per-task
-audit log, a working set of queued and running tasks, a few issues), a server is started on it, and one
+audit log, a working set of queued and running tasks, a few issues, and one mission per 100 tasks with
+phases, dependencies and blocked tasks: see Rows), a server is started on it, and one
 `mcp.Client` over streamable HTTP times each call in turn with `measure()`. The goal: every call's p50 at
 the largest size within 1.5x of its p50 at the smallest. `explain()` runs each hot statement once through
 the service code, captures the SQL it sends and prints the database's plan for it (EXPLAIN ANALYZE on
@@ -11,9 +12,11 @@ PostgreSQL, inside a rolled-back transaction; EXPLAIN QUERY PLAN on SQLite) with
     python bench/scale.py                                    # both dialects, 1k and 1M tasks
     python bench/scale.py --sizes 1000,100000 --dialects sqlite --calls 100
     python bench/scale.py --sizes 1000000 --dialects postgresql --explain
+    python bench/scale.py --sizes 1000,1000000 --explain --json out.json   # figures and plans as JSON too
+    python bench/scale.py --no-missions                      # tasks only, the shape before missions
 
 Importable (the overall bench suite calls these):
-    await load(database_url, n)          -> Loaded (ids to probe, seconds taken)
+    await load(database_url, n)          -> Loaded (ids to probe, active missions, seconds taken)
     async with serving(database_url, home) as base_url: ...
     await measure(base_url, calls=200)   -> {call: Stat(p50_ms, p99_ms)}
     await explain(database_url)          -> [Plan(name, sql, plan, scans)]
