@@ -2,7 +2,8 @@
 
 For each dialect and size, a fresh database (SQLite in a temp file; PostgreSQL a throwaway database) is
 migrated and bulk-loaded with `load()` (mostly finished tasks with runs, evidence and a two-row-per-task
-audit log, a working set of queued and running tasks, a few issues), a server is started on it, and one
+audit log, a working set of queued and running tasks, a few issues, and one mission per 100 tasks with
+phases, dependencies and blocked tasks: see Rows), a server is started on it, and one
 `mcp.Client` over streamable HTTP times each call in turn with `measure()`. The goal: every call's p50 at
 the largest size within 1.5x of its p50 at the smallest. `explain()` runs each hot statement once through
 the service code, captures the SQL it sends and prints the database's plan for it (EXPLAIN ANALYZE on
@@ -11,9 +12,11 @@ PostgreSQL, inside a rolled-back transaction; EXPLAIN QUERY PLAN on SQLite) with
     python bench/scale.py                                    # both dialects, 1k and 1M tasks
     python bench/scale.py --sizes 1000,100000 --dialects sqlite --calls 100
     python bench/scale.py --sizes 1000000 --dialects postgresql --explain
+    python bench/scale.py --sizes 1000,1000000 --explain --json out.json   # figures and plans as JSON too
+    python bench/scale.py --no-missions                      # tasks only, the shape before missions
 
 Importable (the overall bench suite calls these):
-    await load(database_url, n)          -> Loaded (ids to probe, seconds taken)
+    await load(database_url, n)          -> Loaded (ids to probe, active missions, seconds taken)
     async with serving(database_url, home) as base_url: ...
     await measure(base_url, calls=200)   -> {call: Stat(p50_ms, p99_ms)}
     await explain(database_url)          -> [Plan(name, sql, plan, scans)]
@@ -40,7 +43,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp import Client
@@ -53,10 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import add_database_arguments, admin, check_dialects, free_port, tool, wait_ready
 
 from server.config import Settings, async_database_url
-from server.core import observe, queue
+from server.core import mission_status, observe, queue
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import counts, feed, queries
+from server.db.claims import ClaimRequest, _decisions_sqlite, claim_on_sqlite_thread
 from server.db.engine import Database
 from server.db.migrate import upgrade
 from server.resources import listing as resource_listing
@@ -81,13 +85,15 @@ class Shape:
     with_runs: int  # the newest finished tasks that get a run (and, if completed, an evidence pack)
     pending_reviews: int
     issues: int
+    missions: int = 0  # of 10-100 tasks each (MISSION_SIZES), spread evenly over the n tasks
 
     @classmethod
-    def of(cls, n: int) -> Shape:
+    def of(cls, n: int, *, missions: bool = True) -> Shape:
         queued = min(n // 2, max(500, n // 100))
         running = min(n // 10, max(50, n // 1000))
         with_runs = min(n - queued - running, max(200, n // 100))
-        return cls(n, queued, running, with_runs, min(with_runs // 4, 50), max(3, n // 100_000))
+        count = n // 100 if missions else 0  # 10 missions at 1k tasks, 10,000 at 1M
+        return cls(n, queued, running, with_runs, min(with_runs // 4, 50), max(3, n // 100_000), count)
 
 
 @dataclass
@@ -96,6 +102,9 @@ class Loaded:
     seconds: float
     task_ids: list[str] = field(default_factory=list)  # a sample of finished tasks (audit trails to read)
     audit_rows: int = 0
+    mission_ids: list[str] = field(default_factory=list)  # active missions (their pages to read)
+    missions: int = 0
+    blocked: int = 0  # tasks loaded blocked (waiting for a dependency or an earlier phase)
 
 
 TASK_COLUMNS = (
@@ -119,7 +128,15 @@ TASK_COLUMNS = (
     "claimed_at",
     "completed_at",
     "error",
+    "mission_id",
+    "phase",
+    "blockers",
+    "approved_at",
 )
+MISSION_COLUMNS = ("id", "title", "goal", "status", "created_by", "remaining", "error", "created_at", "completed_at")
+PHASE_COLUMNS = ("mission_id", "index", "name", "remaining")
+DEPENDENCY_COLUMNS = ("task_id", "depends_on")
+EVENT_COLUMNS = ("run_id", "kind", "message", "progress", "data", "created_at")
 ISSUE_COLUMNS = ("id", "title", "type", "priority", "status", "acceptance_criteria", "created_at", "updated_at")
 PACKET_COLUMNS = (
     "id",
@@ -180,7 +197,11 @@ TABLE_COLUMNS = {
     "context_packets": PACKET_COLUMNS,
     "constraint_snapshots": SNAPSHOT_COLUMNS,
     "tasks": TASK_COLUMNS,
+    "task_dependencies": DEPENDENCY_COLUMNS,
+    "missions": MISSION_COLUMNS,
+    "mission_phases": PHASE_COLUMNS,
     "runs": RUN_COLUMNS,
+    "run_events": EVENT_COLUMNS,
     "evidence_packs": PACK_COLUMNS,
     "review_decisions": DECISION_COLUMNS,
     "audit_log": AUDIT_COLUMNS,
@@ -200,7 +221,34 @@ J_FAILURE = _json({"reason": "tests failed"})
 J_PATCH = _json(["patch"])
 J_REVIEWER = _json({"actor_id": "reviewer-1", "name": "reviewer-1"})
 J_QUEUED = _json({"status": "queued"})
-J_AFTER = {status: _json({"status": status}) for status in ("queued", "running", "completed", "failed", "cancelled")}
+J_AFTER = {
+    status: _json({"status": status}) for status in ("queued", "blocked", "running", "completed", "failed", "cancelled")
+}
+
+
+MISSION_SIZES = (10, 100)
+J_DECISION = _json({"decision": "Validate at the edge", "rationale": "One place to test", "alternatives": ["ORM"]})
+J_MILESTONE = _json({"milestone": "endpoint validated"})
+
+
+@dataclass
+class _Mission:
+    """One mission while its tasks are generated: which are approved, and what each phase still needs."""
+
+    id: str
+    size: int
+    phases: int
+    first: int  # the index of its first task
+    old: bool  # ended before the working set
+    cancel_at: int | None  # an old mission cancelled part way: its tasks from here on were cancelled
+    created_at: datetime
+    task_ids: list[str] = field(default_factory=list)
+    approved: list[bool] = field(default_factory=list)
+    phase_remaining: list[int] = field(default_factory=list)
+    last_end: datetime | None = None
+
+    def phase_of(self, k: int) -> int:
+        return k * self.phases // self.size
 
 
 class Rows:
@@ -211,7 +259,16 @@ class Rows:
     or running one, came with a run (if they ran), an evidence pack (if completed; the newest few still
     pending review, the rest approved with a review decision) and their own issue, context packet and
     constraint snapshot, as jct_enqueue_task makes them; 5% of the older ones belong to a few long-lived
-    issues. Two audit rows per task."""
+    issues. Two audit rows per task.
+
+    Missions (`shape.missions`, 10-100 tasks each, about half of all tasks) are runs of consecutive tasks
+    spread evenly among the others, as jct_create_mission makes them: 2-4 phases, and inside a phase chains
+    and diamonds (a task depends on one or two earlier tasks of its phase, or on none). A mission that ended
+    before the working set is completed (every task approved) or, one in ten, cancelled part way. A mission
+    that reaches into the working set is active: its ended tasks are approved, and of the rest only those
+    whose dependencies and earlier phases are all approved are queued or running; the others are blocked,
+    with `blockers` counted as server/db/missions.py counts them. Runs of mission tasks carry progress,
+    decision and milestone events (what claims and mission pages read)."""
 
     def __init__(self, shape: Shape, time: Callable[[datetime], Any], seed: int = 0) -> None:
         self.shape = shape
@@ -221,6 +278,23 @@ class Rows:
         self.start = self.now - 30 * DAY
         self.epics = [self._uuid() for _ in range(shape.issues)]
         self.sample: list[str] = []
+        self.mission_starts = self._mission_layout()
+        self.mission: _Mission | None = None
+        self.active_missions: list[str] = []
+        self.missions = self.blocked = 0
+
+    def _mission_layout(self) -> dict[int, int]:
+        """{first task index: size}: missions of MISSION_SIZES tasks with even gaps between them."""
+        shape = self.shape
+        sizes = [self.rng.randint(*MISSION_SIZES) for _ in range(shape.missions)]
+        while sizes and sum(sizes) > shape.n:
+            sizes.pop()
+        free, starts, at = shape.n - sum(sizes), {}, 0
+        for j, size in enumerate(sizes):
+            at += free * (j + 1) // len(sizes) - free * j // len(sizes)  # the gap before mission j
+            starts[at] = size
+            at += size
+        return starts
 
     def _uuid(self) -> str:
         h = f"{self.rng.getrandbits(128):032x}"
@@ -254,14 +328,46 @@ class Rows:
             status = "completed" if roll < 0.85 else "failed" if roll < 0.95 else "cancelled"
         else:
             status = "running" if i < finished + shape.running else "queued"
+        if i in self.mission_starts:
+            size = self.mission_starts[i]
+            old = i + size <= finished
+            cancel_at = rng.randrange(1, size) if old and rng.random() < 0.1 else None
+            self.mission = _Mission(self._uuid(), size, rng.randint(2, 4), i, old, cancel_at, at_time)
+        mission, k, phase, blockers, approved_at = self.mission, 0, None, 0, None
+        depends: list[str] = []
+        picks: set[int] = set()
+        if mission is not None:
+            k = i - mission.first
+            phase = mission.phase_of(k)
+            if phase == len(mission.phase_remaining):
+                mission.phase_remaining.append(0)
+            start = next(j for j in range(k + 1) if mission.phase_of(j) == phase)  # the phase's first task
+            if k > start and rng.random() < 0.7:  # a chain link, or (one in three) a diamond's join
+                picks = {rng.randrange(start, k) for _ in range(1 if rng.random() < 0.67 else 2)}
+                depends = [mission.task_ids[j] for j in sorted(picks)]
+            if mission.old:
+                status = "cancelled" if mission.cancel_at is not None and k >= mission.cancel_at else "completed"
+            elif i < finished:
+                status = "completed"
+            else:
+                unapproved = sum(not mission.approved[j] for j in picks)
+                earlier_open = any(mission.phase_remaining[p] for p in range(phase))
+                blockers = unapproved + (1 if earlier_open else 0)
+                if blockers:
+                    status = "blocked"
+                    self.blocked += 1
         recent = i >= finished - shape.with_runs
         issue_id = snapshot_id = run_id = None
-        started = time(at_time + timedelta(minutes=1)) if status != "queued" else None
+        waiting = status in ("queued", "blocked")
+        started = time(at_time + timedelta(minutes=1)) if not waiting else None
         ended = time(at_time + timedelta(minutes=10)) if i < finished else None
+        pending = status == "completed" and recent and finished - i <= shape.pending_reviews
+        if mission is not None and status == "completed" and not pending:
+            approved_at = ended
         if recent:
             issue_id, snapshot_id = self._uuid(), self._uuid()
             title = f"Task {i}: add input validation"
-            issue_status = {"queued": "ready", "running": "running"}.get(status, status)
+            issue_status = {"queued": "ready", "blocked": "ready", "running": "running"}.get(status, status)
             out["issues"].append((issue_id, title, "code_change", "P2", issue_status, J_CRITERIA, at, at))
             out["context_packets"].append(
                 (
@@ -281,7 +387,7 @@ class Rows:
             out["audit_log"].append((at, *audit_issue, trace_id))
         elif self.epics and rng.random() < 0.05:
             issue_id = rng.choice(self.epics)
-        if status != "queued" and status != "cancelled" and recent:
+        if not waiting and status != "cancelled" and recent:
             run_id = self._uuid()
             lease = time(self.now + 2 * DAY) if status == "running" else time(at_time + timedelta(minutes=40))
             out["runs"].append(
@@ -303,7 +409,7 @@ class Rows:
                 )
             )
             if status == "completed":
-                review = "pending" if finished - i <= shape.pending_reviews else "approved"
+                review = "pending" if pending else "approved"
                 pack_id = self._uuid()
                 out["evidence_packs"].append(
                     (
@@ -330,22 +436,74 @@ class Rows:
              REPOS[i % len(REPOS)], "main", "src", PRIORITIES[rng.randrange(5)], 3600, status,
              1 if started is not None else 0, 3, trace_id, issue_id, snapshot_id, "bench",
              run_id if status == "running" else None, at, started, ended,
-             "tests failed" if status == "failed" else None)
+             "tests failed" if status == "failed" else None,
+             mission.id if mission else None, phase, blockers, approved_at)
         )  # fmt: skip
         audit = out["audit_log"]
-        audit.append((at, "agent", "agent-1", "task.enqueued", "Task", task_id, None, J_QUEUED, trace_id))
-        if status != "queued":
+        enqueued = J_AFTER["blocked"] if status == "blocked" else J_QUEUED
+        audit.append((at, "agent", "agent-1", "task.enqueued", "Task", task_id, None, enqueued, trace_id))
+        if mission is not None:
+            out["task_dependencies"] += [(task_id, d) for d in depends]
+            if run_id is not None:
+                self._events(run_id, k, at_time, out)
+            self._mission_task(mission, task_id, approved_at is not None, ended, phase or 0, out)
+        if not waiting:
             action = "task.claimed" if status == "running" else f"task.{status}"
             audit.append((ended or started, "agent", "agent-1", action, "Task", task_id, J_QUEUED, J_AFTER[status],
                           trace_id))  # fmt: skip
         if i < finished and len(self.sample) < 1000 and rng.random() < 1000 / max(1, finished):
             self.sample.append(task_id)
 
+    def _events(self, run_id: str, k: int, at_time: datetime, out: dict[str, list[tuple[Any, ...]]]) -> None:
+        """A mission task's run: a progress event, and (every third task) a decision, (every tenth) a milestone."""
+        at = self.time(at_time + timedelta(minutes=5))
+        events = out["run_events"]
+        events.append((run_id, "progress", "Tests written", 50, None, at))
+        if k % 3 == 0:
+            events.append((run_id, "decision", "Validate at the edge", None, J_DECISION, at))
+        if k % 10 == 0:
+            events.append((run_id, "milestone", "endpoint validated", None, J_MILESTONE, at))
+
+    def _mission_task(
+        self,
+        mission: _Mission,
+        task_id: str,
+        approved: bool,
+        ended: Any,
+        phase: int,
+        out: dict[str, list[tuple[Any, ...]]],
+    ) -> None:
+        """Count the task in its mission; after its last task, the mission's own rows."""
+        mission.task_ids.append(task_id)
+        mission.approved.append(approved)
+        if not approved:
+            mission.phase_remaining[phase] += 1
+        mission.last_end = ended or mission.last_end
+        if len(mission.task_ids) < mission.size:
+            return
+        self.mission = None
+        self.missions += 1
+        remaining = sum(mission.phase_remaining)
+        cancelled = mission.cancel_at is not None
+        status = "cancelled" if cancelled else "completed" if remaining == 0 else "active"
+        if status == "active":
+            self.active_missions.append(mission.id)
+        created = self.time(mission.created_at)
+        done = mission.last_end if status != "active" else None
+        error = "cancelled: superseded" if cancelled else None
+        out["missions"].append(
+            (mission.id, f"Mission {self.missions}: harden the signup flow", "Every endpoint validates its input.",
+             status, "bench", remaining, error, created, done)
+        )  # fmt: skip
+        names = ("spec", "code", "docs", "release")
+        for index, left in enumerate(mission.phase_remaining):
+            out["mission_phases"].append((mission.id, index, names[index], left))
+
 
 # --- loading -------------------------------------------------------------------------------------
 
 
-async def load(database_url: str, n: int, *, seed: int = 0) -> Loaded:
+async def load(database_url: str, n: int, *, seed: int = 0, missions: bool = True) -> Loaded:
     """Migrate the (empty) database at `database_url` and bulk-load n tasks with their runs, evidence
     and audit rows. PostgreSQL: COPY through asyncpg; SQLite: executemany in one transaction. Then the
     count deltas are folded and the planner statistics refreshed, as a long-running server's would be."""
@@ -356,7 +514,7 @@ async def load(database_url: str, n: int, *, seed: int = 0) -> Loaded:
     finally:
         await db.dispose()
     sqlite = make_url(url).get_backend_name() == "sqlite"
-    rows = Rows(Shape.of(n), _sqlite_time if sqlite else _same, seed)
+    rows = Rows(Shape.of(n, missions=missions), _sqlite_time if sqlite else _same, seed)
     started = time.perf_counter()
     if sqlite:
         path = make_url(url).database
@@ -378,7 +536,15 @@ async def load(database_url: str, n: int, *, seed: int = 0) -> Loaded:
         f"analyze {time.perf_counter() - folded_at:.1f}s",
         file=sys.stderr,
     )
-    return Loaded(n=n, seconds=time.perf_counter() - started, task_ids=rows.sample, audit_rows=audit)
+    return Loaded(
+        n=n,
+        seconds=time.perf_counter() - started,
+        task_ids=rows.sample,
+        audit_rows=audit,
+        mission_ids=rows.active_missions,
+        missions=rows.missions,
+        blocked=rows.blocked,
+    )
 
 
 def _sqlite_time(value: datetime) -> str:
@@ -392,7 +558,8 @@ def _same(value: datetime) -> datetime:
 
 def _insert_sql(table: str) -> str:
     columns = TABLE_COLUMNS[table]
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    names = ", ".join(f'"{c}"' for c in columns)  # quoted: mission_phases has a column named "index"
+    return f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' for _ in columns)})"
 
 
 def _load_sqlite(path: str, rows: Rows) -> int:
@@ -572,16 +739,31 @@ CALLS = (
     "resources/list",
     "resources/list next page",
     "jct_get_audit_trail",
+    "jct_get_mission",
+    "jct_list_missions",
 )
 
 
-async def measure(base_url: str, *, calls: int = 200, task_ids: list[str] | None = None) -> dict[str, Stat]:
+async def measure(
+    base_url: str, *, calls: int = 200, task_ids: list[str] | None = None, mission_ids: list[str] | None = None
+) -> dict[str, Stat]:
     """p50/p99 per call through the server at `base_url` (see measure_many)."""
-    return (await measure_many({base_url: base_url}, calls=calls, task_ids={base_url: task_ids or []}))[base_url]
+    return (
+        await measure_many(
+            {base_url: base_url},
+            calls=calls,
+            task_ids={base_url: task_ids or []},
+            mission_ids={base_url: mission_ids or []},
+        )
+    )[base_url]
 
 
 async def measure_many(
-    servers: dict[str, str], *, calls: int = 200, task_ids: dict[str, list[str]] | None = None
+    servers: dict[str, str],
+    *,
+    calls: int = 200,
+    task_ids: dict[str, list[str]] | None = None,
+    mission_ids: dict[str, list[str]] | None = None,
 ) -> dict[str, dict[str, Stat]]:
     """p50/p99 per call for each server ({label: base_url}), one client per server, calls interleaved.
 
@@ -589,15 +771,19 @@ async def measure_many(
     machine slows every cell alike and the ratios between sizes stay meaningful. Five warm-up rounds
     come first. jct_claim_next claims a task per call: each queue needs calls + 5 queued tasks (load()
     queues at least 500). jct_get_audit_trail reads the trails of `task_ids[label]` in turn (default:
-    finished tasks the server lists)."""
+    finished tasks the server lists); jct_get_mission reads the pages of `mission_ids[label]` in turn
+    (default: the active missions the server lists; a load without missions skips both mission calls)."""
     latencies: dict[str, dict[str, list[float]]] = {label: {name: [] for name in CALLS} for label in servers}
     async with AsyncExitStack() as stack:
         plans = {}
         for label, base_url in servers.items():
             client = await stack.enter_async_context(Client(f"{base_url}/mcp", mode="legacy"))
-            plans[label] = await _actions(client, (task_ids or {}).get(label) or [])
+            plans[label] = await _actions(
+                client, (task_ids or {}).get(label) or [], (mission_ids or {}).get(label) or []
+            )
+        names = [name for name in CALLS if all(name in actions for actions in plans.values())]
         for n in range(-5, calls):
-            for name in CALLS:
+            for name in names:
                 for label, actions in plans.items():
                     started = time.perf_counter()
                     await actions[name](n)
@@ -607,18 +793,27 @@ async def measure_many(
     for label, cells in latencies.items():
         stats[label] = {}
         for name, values in cells.items():
+            if not values:
+                continue
             values.sort()
             stats[label][name] = Stat(_quantile(values, 0.5), _quantile(values, 0.99), len(values))
     return stats
 
 
-async def _actions(client: Client, task_ids: list[str]) -> dict[str, Callable[[int], Awaitable[Any]]]:
+async def _actions(
+    client: Client, task_ids: list[str], mission_ids: list[str]
+) -> dict[str, Callable[[int], Awaitable[Any]]]:
     first = await tool(client, "jct_list_tasks", {"status": "completed", "limit": 100})
     cursor = first["next_cursor"]
     ids = task_ids or [task["task_id"] for task in first["tasks"]]
+    missions = mission_ids or [m["mission_id"] for m in (await tool(client, "jct_list_missions", {}))["missions"]]
     # "bypass": the SDK client would otherwise answer repeated listings from its response cache.
     resource_cursor = (await client.list_resources(cache_mode="bypass")).next_cursor
-    return {
+    mission_calls: dict[str, Callable[[int], Awaitable[Any]]] = {
+        "jct_get_mission": lambda n: tool(client, "jct_get_mission", {"mission_id": missions[n % len(missions)]}),
+        "jct_list_missions": lambda _n: tool(client, "jct_list_missions", {}),
+    }
+    return (mission_calls if missions else {}) | {
         "echo": lambda _n: tool(client, "echo", {"text": "ping"}),
         "jct_list_tasks": lambda _n: tool(client, "jct_list_tasks", {}),
         "jct_list_tasks completed, next page": lambda _n: tool(
@@ -658,8 +853,9 @@ class Plan:
     def full_scans(self) -> list[str]:
         """Scans that read a whole table (count_deltas is small by design, so it may be scanned)."""
         tables = [s for s in self.scans if s.startswith(("Seq Scan", "SCAN "))]
-        # SQLite's "SCAN anon_1" reads a subquery's (LIMITed) result, "SCAN CONSTANT ROW" no table at all.
-        return [s for s in tables if not re.search(r"count_deltas|anon_\d|CONSTANT", s)]
+        # SQLite's "SCAN anon_1" reads a subquery's (LIMITed) result, "SCAN CONSTANT ROW" no table at all; the
+        # SQLite claim's briefing reads its own subqueries "one" (SELECT 1) and "packet" (LIMIT 1).
+        return [s for s in tables if not re.search(r"count_deltas|anon_\d|CONSTANT|^SCAN (one|packet)$", s)]
 
 
 _SCAN = re.compile(
@@ -668,10 +864,12 @@ _SCAN = re.compile(
 )
 
 
-async def explain(database_url: str, *, task_id: str | None = None) -> list[Plan]:
+async def explain(database_url: str, *, task_id: str | None = None, mission_id: str | None = None) -> list[Plan]:
     """Run each hot path once through the service code, capture its statements, and explain each.
 
-    Writes (claim-next, the fold) are explained inside a transaction that is rolled back."""
+    Writes (claim-next, the fold) are explained inside a transaction that is rolled back. On SQLite the
+    claim's statements (which run on the driver's thread, past SQLAlchemy) are recorded from the same
+    function the server calls, inside a transaction rolled back too."""
     url = async_database_url(database_url)
     with tempfile.TemporaryDirectory(prefix="jct-explain-") as tmp:
         core = Core.build(Settings(_env_file=None, database_url=url, home=Path(tmp)))
@@ -733,13 +931,64 @@ async def explain(database_url: str, *, task_id: str | None = None) -> list[Plan
             if not core.db.is_sqlite:  # SQLite's claim runs on the driver's thread, past SQLAlchemy
                 statements += await run("jct_claim_next", lambda: queue.claim_next(core, BENCH_ACTOR), dry_run=True)
             statements += await run("sweeper: fold counts", lambda: queue.fold_counts(core))
+            listed_missions = await mission_status.list_missions(core)
+            some_mission = mission_id or next((m.mission_id for m in listed_missions.missions), None)
+            statements += await run("jct_list_missions", lambda: mission_status.list_missions(core))
+            if some_mission is not None:
+                statements += await run("jct_get_mission", lambda: mission_status.get_mission(core, str(some_mission)))
         finally:
             await core.db.dispose()
     if make_url(url).get_backend_name() == "sqlite":
         path = make_url(url).database
         assert path
+        statements += _sqlite_claim_statements(path, some_mission)
         return _explain_sqlite(path, statements)
     return await _explain_postgres(url, statements)
+
+
+class _Recording:
+    """A sqlite3 connection that notes every statement it runs (with its first row of parameters)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.statements: list[tuple[str, Any]] = []
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        self.statements.append((sql, params))
+        return self.db.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        rows = list(rows)
+        self.statements.append((sql, rows[0] if rows else ()))
+        return self.db.executemany(sql, rows)
+
+
+def _sqlite_claim_statements(path: str, mission_id: str | None) -> list[tuple[str, str, Any]]:
+    """The SQLite claim's statements, run by the server's own function in a transaction that is rolled back;
+    plus its query of the mission's decisions (which runs only when the task claimed is a mission's)."""
+    db = sqlite3.connect(path, isolation_level=None)
+    recording = _Recording(db)
+    request = ClaimRequest(
+        run_id="00000000-0000-4000-a000-000000000000",
+        actor_id="bench",
+        principal="local",
+        claim_session=None,
+        actor_kind="human",
+        executor={"actor_id": "bench", "name": "bench"},
+        lease_seconds=900,
+        artifact_root_uri="file:///tmp/jct/explain",
+    )
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            claimed = claim_on_sqlite_thread(cast(sqlite3.Connection, recording), request)
+            if mission_id is not None and (claimed is None or claimed["mission_id"] is None):
+                _decisions_sqlite(cast(sqlite3.Connection, recording), mission_id)
+        finally:
+            db.execute("ROLLBACK")
+    finally:
+        db.close()
+    return [("jct_claim_next", sql, params) for sql, params in recording.statements]
 
 
 def _explain_sqlite(path: str, statements: list[tuple[str, str, Any]]) -> list[Plan]:
@@ -802,7 +1051,7 @@ def table(results: dict[int, dict[str, Stat]]) -> str:
     sizes = sorted(results)
     head = " | ".join(f"{n:,} p50 ms | {n:,} p99 ms" for n in sizes)
     lines = [f"| call | {head} | p50 {sizes[-1]:,} / {sizes[0]:,} |", "|---|" + "---:|" * (2 * len(sizes) + 1)]
-    for name in CALLS:
+    for name in [name for name in CALLS if all(name in results[n] for n in sizes)]:
         cells = " | ".join(f"{results[n][name].p50_ms:.1f} | {results[n][name].p99_ms:.1f}" for n in sizes)
         ratio = results[sizes[-1]][name].p50_ms / results[sizes[0]][name].p50_ms
         lines.append(f"| `{name}` | {cells} | {ratio:.2f}x |")
@@ -822,28 +1071,56 @@ def plan_report(plans: list[Plan], *, full: bool) -> str:
 
 async def main_async(args: argparse.Namespace) -> None:
     sizes = [int(part) for part in args.sizes.split(",")]
+    report: dict[str, Any] = {"sizes": sizes, "calls": args.calls, "missions": not args.no_missions, "dialects": {}}
     with tempfile.TemporaryDirectory(prefix="jct-scale-") as tmp_name:
         tmp = Path(tmp_name)
         for dialect in args.dialects:
+            entries: dict[str, dict[str, Any]] = {}
             async with AsyncExitStack() as stack:
                 urls: dict[str, str] = {}
                 samples: dict[str, list[str]] = {}
+                missions: dict[str, list[str]] = {}
                 for n in sizes:
                     url = await stack.enter_async_context(fresh_database(dialect, args.postgres_url, tmp, str(n)))
-                    loaded = await load(url, n)
+                    loaded = await load(url, n, missions=not args.no_missions)
                     print(
-                        f"{dialect}: loaded {n:,} tasks ({loaded.audit_rows:,} audit rows) in {loaded.seconds:.1f}s",
+                        f"{dialect}: loaded {n:,} tasks ({loaded.audit_rows:,} audit rows, {loaded.missions:,} "
+                        f"missions of which {len(loaded.mission_ids):,} active, {loaded.blocked:,} tasks blocked) "
+                        f"in {loaded.seconds:.1f}s",
                         file=sys.stderr,
                     )
+                    entries[str(n)] = {
+                        "load_seconds": loaded.seconds,
+                        "audit_rows": loaded.audit_rows,
+                        "missions": loaded.missions,
+                        "active_missions": len(loaded.mission_ids),
+                        "blocked": loaded.blocked,
+                    }
                     urls[str(n)] = await stack.enter_async_context(serving(url, tmp / f"home-{dialect}-{n}"))
                     samples[str(n)] = loaded.task_ids
+                    missions[str(n)] = loaded.mission_ids
                     if args.explain and n == sizes[-1]:
-                        plans = await explain(url, task_id=loaded.task_ids[0] if loaded.task_ids else None)
+                        plans = await explain(
+                            url,
+                            task_id=loaded.task_ids[0] if loaded.task_ids else None,
+                            mission_id=loaded.mission_ids[0] if loaded.mission_ids else None,
+                        )
                         print(f"\n{dialect}, {n:,} tasks: plans\n\n{plan_report(plans, full=args.verbose)}\n")
-                stats = await measure_many(urls, calls=args.calls, task_ids=samples)
+                        entries[str(n)]["plans"] = [
+                            {"name": p.name, "sql": p.sql, "plan": p.plan, "scans": p.scans, "full_scans": p.full_scans}
+                            for p in plans
+                        ]
+                stats = await measure_many(urls, calls=args.calls, task_ids=samples, mission_ids=missions)
             results = {n: stats[str(n)] for n in sizes}
             print(f"\n{dialect}: one client per size over streamable HTTP, {args.calls} calls per cell, interleaved\n")
             print(table(results))
+            for n in sizes:
+                entries[str(n)]["stats"] = {
+                    name: {"p50_ms": st.p50_ms, "p99_ms": st.p99_ms} for name, st in results[n].items()
+                }
+            report["dialects"][dialect] = entries
+            if args.json is not None:  # after each dialect: an interrupted run keeps what finished
+                args.json.write_text(json.dumps(report, indent=1))
 
 
 def main() -> None:
@@ -857,6 +1134,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="timed calls per (call, size)")
     parser.add_argument("--explain", action="store_true", help="print the plans of the hot statements")
     parser.add_argument("--verbose", action="store_true", help="with --explain: the SQL and the whole plan")
+    parser.add_argument("--no-missions", action="store_true", help="load tasks only, no missions (the old shape)")
+    parser.add_argument("--json", type=Path, help="also write the figures (and plans) to this JSON file")
     add_database_arguments(parser)
     args = parser.parse_args()
     if args.command == "serve":

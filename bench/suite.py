@@ -123,15 +123,24 @@ async def run_scale(args: argparse.Namespace, home: Path) -> dict[str, Any]:
             async with fresh_database(dialect, home / "scale", args.pg) as url:
                 loaded = await scale.load(url, n)
                 async with scale.serving(url, home / f"scale-{dialect}-{n}") as base_url:
-                    stats = await scale.measure(base_url, calls=args.scale_calls, task_ids=loaded.task_ids)
+                    stats = await scale.measure(
+                        base_url, calls=args.scale_calls, task_ids=loaded.task_ids, mission_ids=loaded.mission_ids
+                    )
                 entry: dict[str, Any] = {
                     "load_seconds": loaded.seconds,
                     "audit_rows": loaded.audit_rows,
+                    "missions": loaded.missions,
+                    "active_missions": len(loaded.mission_ids),
+                    "blocked": loaded.blocked,
                     "stats": {name: {"p50_ms": st.p50_ms, "p99_ms": st.p99_ms} for name, st in stats.items()},
                 }
                 if dialect == "postgresql" and n == max(args.sizes):
                     try:
-                        plans = await scale.explain(url, task_id=loaded.task_ids[0] if loaded.task_ids else None)
+                        plans = await scale.explain(
+                            url,
+                            task_id=loaded.task_ids[0] if loaded.task_ids else None,
+                            mission_id=loaded.mission_ids[0] if loaded.mission_ids else None,
+                        )
                     except Exception as exc:  # the plans are a report, not a gate: keep the run going
                         entry["plans_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
                         log(f"  scale: EXPLAIN failed: {entry['plans_error']}")
