@@ -30,6 +30,7 @@ PATCH = """diff --git a/src/app.py b/src/app.py
 """
 WORKER_TOOLS = {
     "jct_create_mission",
+    "jct_start_workflow",
     "jct_list_tasks",
     "jct_claim_task",
     "jct_claim_next",
@@ -41,6 +42,7 @@ WORKER_TOOLS = {
 }
 OBSERVE_TOOLS = {
     "jct_get_mission",
+    "jct_list_workflows",
     "jct_list_missions",
     "jct_get_task",
     "jct_get_run",
