@@ -22,14 +22,11 @@ def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @mcp.tool(
         name="jct_start_workflow",
         annotations=WRITE,
-        description=(
-            "Start a workflow (jct_list_workflows) as a mission: one task per step, in dependency order. "
-            "Undo: jct_cancel_mission."
-        ),
+        description=("Start a workflow (jct_list_workflows): a mission, a task per step. Undo: jct_cancel_mission."),
     )
     async def jct_start_workflow(
         name: Annotated[str, text("The workflow.", 64)],
-        inputs: Annotated[dict[str, str], Field(description="Input values by name.", json_schema_extra=MAX_INPUTS)],
+        inputs: Annotated[dict[str, str], Field(description="By input name.", json_schema_extra=MAX_INPUTS)],
         target_repo: Annotated[str, text("e.g. myorg/api", Limits.REPO)],
         ctx: Context,
         target_ref: Annotated[str, text("Branch.", Limits.REF)] = "main",
