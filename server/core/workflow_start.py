@@ -8,7 +8,7 @@ applies the gate of the version the mission started with, whatever the file says
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from server.core import missions
@@ -16,18 +16,28 @@ from server.core import results as r
 from server.core.models import Actor, Limits, check_text
 from server.core.service import Core
 from server.core.text import one_line
-from server.core.workflows import Workflow, fill, levels
+from server.core.workflows import Catalog, Workflow, fill, levels
+from server.db import missions as q
 from server.errors import invalid
 
 MAX_INPUTS = 20
 
 
 def list_workflows(core: Core) -> r.WorkflowList:
-    catalog = core.workflows.catalog()
+    return list_workflows_of(core.workflows.catalog())
+
+
+def list_workflows_of(catalog: Catalog) -> r.WorkflowList:
     return r.WorkflowList(
         workflows=[summary(workflow) for workflow in catalog.workflows.values()],
         refused=[str(problem) for problem in catalog.problems[:20]],
     )
+
+
+async def steps_of(core: Core, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The workflow step each of these tasks carries out, for those that are one."""
+    async with core.db.read() as conn:
+        return await q.steps_of(conn, task_ids)
 
 
 def summary(workflow: Workflow) -> r.WorkflowSummary:

@@ -364,3 +364,11 @@ async def artifacts_of_dependencies(conn: AsyncConnection, task_id: str, limit: 
         .limit(limit)
     )
     return (await conn.execute(query)).mappings().all()
+
+
+async def steps_of(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The workflow steps of these tasks (those that are one), by task id."""
+    if not task_ids:
+        return {}
+    query = select(t.tasks.c.id, t.tasks.c.step).where(t.tasks.c.id.in_(list(task_ids)), t.tasks.c.step.is_not(None))
+    return {str(row["id"]): row["step"] for row in (await conn.execute(query)).mappings().all() if row["step"]}
