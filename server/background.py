@@ -25,4 +25,6 @@ async def run_background(
             run_sweeper, core, core.settings.sweep_interval_seconds, lambda report: expired.inc(report.expired)
         )
         tg.start_soon(feed.run)
+        # Workflow files are read now, so a broken one is reported at start (and left out, never fatal).
+        await anyio.to_thread.run_sync(core.workflows.catalog)
         task_status.started()

@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     # process's write lock), and (PostgreSQL) run at all, before it fails with UNAVAILABLE, rolled back.
     lock_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     statement_timeout_seconds: float = Field(default=60.0, gt=0, le=86400)
+    # Workflow files (*.yaml) beside the ones JCT ships; default $JCT_HOME/workflows.
+    workflows_dir: Path | None = None
+    # needs_changes rounds a task may go through before it fails with quality_gate_exhausted (a workflow
+    # step's gate.max_rounds replaces it for that step's task).
+    max_review_rounds: int = Field(default=3, ge=0, le=100)
 
     _csv = field_validator(
         "allowed_repo_prefixes", "review_auto_approve_verdicts", "toolsets", "allowed_hosts", mode="before"
@@ -139,6 +144,8 @@ class Settings(BaseSettings):
         self.database_url = async_database_url(self.database_url)
         if self.trace_root is None:
             self.trace_root = self.home / "traces"
+        if self.workflows_dir is None:
+            self.workflows_dir = self.home / "workflows"
         return self
 
     @property

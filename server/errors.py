@@ -24,6 +24,8 @@ class ErrorCode(StrEnum):
     ALREADY_REVIEWED = "ALREADY_REVIEWED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     MISSION_NOT_FOUND = "MISSION_NOT_FOUND"
+    # jct_start_workflow named no workflow JCT knows (a shipped one, or a file in JCT_WORKFLOWS_DIR that loaded).
+    WORKFLOW_NOT_FOUND = "WORKFLOW_NOT_FOUND"
     # Claimed by id while it still waits for its dependencies (or its phase): the message names them.
     TASK_BLOCKED = "TASK_BLOCKED"
     # The world failed (database unreachable, a lock timeout, disk full), not JCT or its caller: retry later.

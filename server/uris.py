@@ -18,6 +18,9 @@ TEMPLATES: Final = {
     "Artifact": "jct://artifacts/{artifact_id}",
     "Mission": "jct://missions/{mission_id}",
 }
+# A workflow definition, by name (DESIGN section 12): not a record, so not in TEMPLATES.
+WORKFLOW: Final = "jct://workflows/{name}"
+_WORKFLOW = re.compile(r"jct://workflows/[a-z][a-z0-9_-]{0,63}")
 _PREFIX: Final = {kind: template.split("{", 1)[0] for kind, template in TEMPLATES.items()}
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _RECORD = re.compile(rf"jct://(tasks|issues|runs|evidence|artifacts|missions)/({_UUID})")
@@ -53,6 +56,12 @@ def mission(mission_id: str) -> str:
     return of("Mission", mission_id)
 
 
+def workflow(name: str) -> str:
+    return f"jct://workflows/{name}"
+
+
 def is_jct_uri(uri: str) -> bool:
-    """Whether `uri` names a JCT page: one of the fixed ones, or a record's (with a canonical UUID)."""
-    return len(uri) <= MAX_LENGTH and (uri in FIXED or _RECORD.fullmatch(uri) is not None)
+    """Whether `uri` names a JCT page: one of the fixed ones, a record's (with a canonical UUID), a workflow's."""
+    return len(uri) <= MAX_LENGTH and (
+        uri in FIXED or _RECORD.fullmatch(uri) is not None or _WORKFLOW.fullmatch(uri) is not None
+    )

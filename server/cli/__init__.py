@@ -1,15 +1,15 @@
 """The `jct` command: serve over HTTP or stdio, administer the database, and work the queue by hand.
 
 The command table is here; each command lives with its concern: `serve`, `admin` (db, config, token),
-`queue` (the queue by hand), `missions` (plan, list, show), `render` (how they print) and `common` (settings,
-failures, `run_core`).
+`queue` (the queue by hand), `missions` (plan, list, show), `workflows` (list, check, schema, start),
+`render` (how they print) and `common` (settings, failures, `run_core`).
 """
 
 from __future__ import annotations
 
 import typer
 
-from server.cli import admin, missions, queue, serve
+from server.cli import admin, missions, queue, serve, workflows
 
 app = typer.Typer(
     help="JCT: a shared work queue for coding agents, served over MCP.",
@@ -27,6 +27,7 @@ app.command("review")(queue.review_command)
 app.command()(missions.plan)
 app.command("missions")(missions.missions_command)
 app.command()(missions.mission)
+app.command("workflows")(workflows.workflows_command)
 
 db_app = typer.Typer(help="Database administration.", no_args_is_help=True)
 db_app.command("upgrade")(admin.db_upgrade)
@@ -39,6 +40,12 @@ token_app.command("rotate")(admin.token_rotate)
 token_app.command("list")(admin.token_list)
 token_app.command("revoke")(admin.token_revoke)
 app.add_typer(token_app, name="token")
+
+workflow_app = typer.Typer(help="Workflows: reusable plans that start missions.", no_args_is_help=True)
+workflow_app.command("start")(workflows.start)
+workflow_app.command("check")(workflows.check)
+workflow_app.command("schema")(workflows.schema)
+app.add_typer(workflow_app, name="workflow")
 
 
 def main() -> None:

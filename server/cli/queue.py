@@ -100,6 +100,9 @@ def review_command(
     evidence_pack_id: str = typer.Argument(..., help="From `jct reviews`."),
     decision: str = typer.Argument(..., metavar="approve|reject|needs-changes"),
     reason: str = typer.Option(..., help="Why; the agent reads this when changes are needed."),
+    override: str | None = typer.Option(
+        None, help="Approve past a quality gate (a person's gate, or rounds run out): why, for the audit log."
+    ),
 ) -> None:
     """Decide an evidence pack: approve, reject, or send the task back with needs-changes."""
     choice = DECISIONS.get(decision.lower())
@@ -107,7 +110,7 @@ def review_command(
         fail(f"decision {decision!r} is not one of: approve, reject, needs-changes", 2)
     result = run_core(
         lambda core, actor: review.submit_review(
-            core, actor, evidence_pack_id, choice, reason, reviewer_name=actor.actor_id
+            core, actor, evidence_pack_id, choice, reason, reviewer_name=actor.actor_id, override_reason=override
         )
     )
     console.print(

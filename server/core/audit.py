@@ -42,6 +42,8 @@ class AuditAction(StrEnum):
     ARTIFACT_REPORTED = "artifact.reported"
     EVIDENCE_CREATED = "evidence.created"
     REVIEW_SUBMITTED = "review.submitted"
+    # An admin approved, with an override_reason, work whose quality gate had run out of rounds.
+    REVIEW_OVERRIDDEN = "review.overridden"
     MISSION_CREATED = "mission.created"
     MISSION_COMPLETED = "mission.completed"
     MISSION_CANCELLED = "mission.cancelled"

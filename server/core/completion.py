@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,6 +52,8 @@ async def complete_task(
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Completion]:
         task, run = facts.task, facts.run
         criteria = facts.acceptance_criteria
+        declared = declared_outputs(task.get("step"))
+        json_titles = {output.name for output in declared if output.type == prover.JSON_OUTPUT}
         evidence = prover.prove(
             prover.ProverInput(
                 operation=task["operation"],
@@ -61,7 +63,8 @@ async def complete_task(
                 duration_seconds=(datetime.now(UTC) - run["started_at"]).total_seconds(),
                 acceptance_criteria=criteria,
                 claims=prover.resolve_claims(criteria, criteria_results or []),
-                artifacts=tuple(_prover_artifact(core, a) for a in facts.artifacts),
+                artifacts=tuple(_prover_artifact(core, a, json_titles) for a in facts.artifacts),
+                outputs=declared,
             )
         )
         return review.settle_completion(
@@ -96,10 +99,20 @@ async def complete_task(
         raise await leases.refusal(core, conn, fence)
 
 
-def _prover_artifact(core: Core, row: Mapping[str, Any]) -> prover.ProverArtifact:
-    """Called off the event loop: it reads stored content."""
+def declared_outputs(step: Mapping[str, Any] | None) -> tuple[prover.DeclaredOutput, ...]:
+    """The outputs a workflow step declares (kept on its task when the mission started)."""
+    if not step:
+        return ()
+    return tuple(
+        prover.DeclaredOutput(o["name"], o["type"], bool(o.get("required", True)), o.get("schema"))
+        for o in step.get("outputs", [])
+    )
+
+
+def _prover_artifact(core: Core, row: Mapping[str, Any], json_titles: Collection[str] = ()) -> prover.ProverArtifact:
+    """Called off the event loop: it reads stored content (diffs, logs, and JSON outputs)."""
     content = None
-    if row["stored"] and row["type"] in PROVED_CONTENT:
+    if row["stored"] and (row["type"] in PROVED_CONTENT or row["title"] in json_titles):
         content, _total, _more = core.store.read_text(row["uri"], 0, core.settings.max_artifact_bytes)
     return prover.ProverArtifact(id=row["id"], type=row["type"], title=row["title"], content=content)
 

@@ -168,21 +168,23 @@ async def create_mission(
     phases: object,
     idempotency_key: str | None = None,
     workflow: dict[str, Any] | None = None,
+    steps: Mapping[str, dict[str, Any]] | None = None,
 ) -> r.MissionCreated:
     """The whole graph in one transaction: its tasks (blocked or queued), their issues and briefings, the
-    dependencies, the phases and the mission."""
+    dependencies, the phases and the mission. `steps` (a workflow's) gives each task key its step record,
+    kept on the task and in its briefing's data."""
     title = check_text(title, "title", Limits.TITLE, single_line=True).strip()
     goal = check_text(goal, "goal", Limits.OBJECTIVE).strip()
     if idempotency_key is not None:
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
     names, planned = plan(core, phases)
     graph = [[p.key, p.phase, p.request, list(p.depends_on)] for p in planned]
-    request = {"title": title, "goal": goal, "phases": names, "workflow": workflow, "tasks": graph}
+    request = {"title": title, "goal": goal, "phases": names, "workflow": workflow, "tasks": graph, "steps": steps}
     request_hash = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
     mission_id = new_id()
     ids = {task.key: new_id() for task in planned}
-    bundles = [_task_rows(core, actor, task, mission_id, ids[task.key]) for task in planned]
+    bundles = [_task_rows(core, actor, task, mission_id, ids[task.key], steps) for task in planned]
     now = datetime.now(UTC)
     mission = {
         "id": mission_id,
@@ -227,11 +229,22 @@ async def create_mission(
     )
 
 
-def _task_rows(core: Core, actor: Actor, task: Planned, mission_id: str, task_id: str) -> queries.TaskBundle:
+def _task_rows(
+    core: Core,
+    actor: Actor,
+    task: Planned,
+    mission_id: str,
+    task_id: str,
+    steps: Mapping[str, dict[str, Any]] | None,
+) -> queries.TaskBundle:
     rows = intake.bundle(core, actor, task.request, None, None, task_id=task_id)
     blockers = len(task.depends_on) + (1 if task.phase > 0 else 0)
     status = TaskStatus.BLOCKED if blockers else TaskStatus.QUEUED
     rows.task.update(mission_id=mission_id, phase=task.phase, blockers=blockers, status=status)
+    if steps is not None:
+        rows.task["step"] = steps[task.key]
+        if rows.packet is not None:
+            rows.packet["data"] = {"step": steps[task.key]}
     rows.audit[0]["after"] = {**rows.audit[0]["after"], "status": status, "mission_id": mission_id}
     return rows
 

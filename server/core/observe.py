@@ -16,6 +16,7 @@ from server.vocab import EntityKind
 
 RUN_EVENTS_SHOWN = 50
 RUNS_SHOWN = 20
+UPSTREAM_SHOWN = 100  # artifacts of the tasks a task depends on, in its briefing
 
 # What an id names, with its view (`find`).
 Found = (
@@ -47,6 +48,7 @@ async def get_context(core: Core, task_id: str) -> results.TaskContext:
         snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
         mission_id = task["mission_id"]
         decisions = await missions.decisions_of(conn, mission_id, DECISIONS_SHOWN) if mission_id else None
+        upstream = await missions.artifacts_of_dependencies(conn, task_id, UPSTREAM_SHOWN) if mission_id else []
     return results.TaskContext(
         task_id=task_id,
         issue=issue,
@@ -55,6 +57,18 @@ async def get_context(core: Core, task_id: str) -> results.TaskContext:
         doctrine_refs=doctrine,
         mission_id=mission_id,
         decisions=[results.DecisionView.model_validate(d) for d in decisions] if decisions is not None else None,
+        step=task["step"],
+        dependency_artifacts=[
+            results.UpstreamArtifact(
+                artifact_id=row["id"],
+                title=row["title"],
+                type=row["type"],
+                task_id=row["task_id"],
+                step=(row["step"] or {}).get("step"),
+            )
+            for row in upstream
+        ]
+        or None,
     )
 
 

@@ -5,11 +5,14 @@ Pure functions over plain data: no database, no I/O. The same input always gives
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+import jsonschema
 
 from server.errors import invalid
 
@@ -37,6 +40,17 @@ class CriterionClaim:
 
 
 @dataclass(frozen=True)
+class DeclaredOutput:
+    """An output a workflow step declares (DESIGN section 12): the artifact titled `name` of type `type`;
+    `json`: an artifact of any type whose content is JSON, matching `schema` when there is one."""
+
+    name: str
+    type: str
+    required: bool = True
+    schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class ProverInput:
     operation: str
     success: bool
@@ -46,6 +60,7 @@ class ProverInput:
     acceptance_criteria: tuple[str, ...]
     claims: tuple[CriterionClaim, ...]
     artifacts: tuple[ProverArtifact, ...]
+    outputs: tuple[DeclaredOutput, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,7 +96,8 @@ REQUIRED_EVIDENCE: dict[str, tuple[str, ...]] = {
     "ops": ("log", "report"),
 }
 # Checks whose failure fails the run outright; any other failed check only makes it partial.
-FAILING_CHECKS = frozenset({"run_succeeded", "scope", "tests", "criteria"})
+FAILING_CHECKS = frozenset({"run_succeeded", "scope", "tests", "criteria", "outputs"})
+JSON_OUTPUT = "json"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _COUNT = re.compile(r"(\d+) ([a-z]+)")
@@ -101,12 +117,12 @@ _NEW_FILE = re.compile(r'^\+\+\+ "?(?:b/)?(.+?)"?(?:\t.*)?$')
 
 
 def prove(inp: ProverInput) -> Evidence:
-    """Run the six checks over a finished run and decide its verdict."""
+    """Run the checks over a finished run (six, and `outputs` for a workflow step) and decide its verdict."""
     evidence_missing: list[str] = []
     required = _check_required_evidence(inp, evidence_missing)
     results = _criteria_results(inp, evidence_missing)
     scope, unexpected = _check_scope(inp)
-    checks = (
+    checks: tuple[Check, ...] = (
         Check("run_succeeded", inp.success, "agent reported success" if inp.success else "agent reported failure"),
         required,
         _check_criteria(results),
@@ -114,6 +130,8 @@ def prove(inp: ProverInput) -> Evidence:
         _check_tests(inp.artifacts),
         _check_time_budget(inp),
     )
+    if inp.outputs:
+        checks = (*checks, _check_outputs(inp, evidence_missing))
     verdict, reason = _decide(checks, results)
     return Evidence(
         verdict=verdict,
@@ -136,6 +154,46 @@ def _check_required_evidence(inp: ProverInput, missing: list[str]) -> Check:
     item = f"a {' or '.join(wanted)} artifact"
     missing.append(item)
     return Check("required_evidence", False, f"missing {item}")
+
+
+def _check_outputs(inp: ProverInput, missing: list[str]) -> Check:
+    """Every required output was reported (titled with its name, of its type); a JSON output parses and matches
+    its schema. The latest artifact of a name counts."""
+    absent: list[str] = []
+    wrong: list[str] = []
+    for output in inp.outputs:
+        found = [a for a in inp.artifacts if a.title == output.name and (output.type in (JSON_OUTPUT, a.type))]
+        if not found:
+            if output.required:
+                absent.append(f"{output.name} ({output.type})")
+            continue
+        if output.type == JSON_OUTPUT:
+            problem = _json_problem(found[-1], output.schema)
+            if problem is not None:
+                wrong.append(f"{output.name}: {problem}")
+    missing.extend(f"output {item}" for item in absent)
+    if absent or wrong:
+        parts = ([f"missing {', '.join(absent)}"] if absent else []) + (
+            [f"invalid {'; '.join(wrong)}"] if wrong else []
+        )
+        return Check("outputs", False, "; ".join(parts))
+    return Check("outputs", True, f"{len(inp.outputs)} declared output(s) delivered")
+
+
+def _json_problem(artifact: ProverArtifact, schema: Mapping[str, Any] | None) -> str | None:
+    if artifact.content is None:
+        return "its content is not stored inline, so it cannot be read"
+    try:
+        value = json.loads(artifact.content)
+    except ValueError as exc:
+        return f"not JSON ({exc.msg} at line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else "not JSON"
+    if schema is None:
+        return None
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{error.message[:200]}" + (f" at /{where}" if where else "")
 
 
 def _criteria_results(inp: ProverInput, missing: list[str]) -> tuple[CriterionResult, ...]:

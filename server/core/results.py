@@ -178,6 +178,16 @@ class DoctrineRef(BaseModel):
     body: str
 
 
+class UpstreamArtifact(BaseModel):
+    """An artifact of an approved task this one depends on (its workflow step, when it is one)."""
+
+    artifact_id: str
+    title: str
+    type: ArtifactType
+    task_id: str
+    step: str | None = None
+
+
 class TaskContext(Ok):
     task_id: str
     issue: IssueView | None = None
@@ -186,6 +196,10 @@ class TaskContext(Ok):
     doctrine_refs: list[DoctrineRef] = []
     mission_id: str | None = None
     decisions: list[DecisionView] | None = None
+    step: dict[str, Any] | None = Field(None, description="The workflow step: its outputs and gate.")
+    dependency_artifacts: list[UpstreamArtifact] | None = Field(
+        None, description="What the tasks it depends on delivered: read them with jct_get_artifact."
+    )
 
 
 class ArtifactReported(Ok):
@@ -530,3 +544,31 @@ class MissionCancelled(Ok):
     mission_id: str
     status: MissionStatus
     tasks_cancelled: int
+
+
+# --- workflows (DESIGN section 12) -------------------------------------------------------------
+
+
+class WorkflowInput(BaseModel):
+    name: str
+    required: bool = False
+    description: str | None = None
+    default: str | None = None
+
+
+class WorkflowSummary(BaseModel):
+    name: str
+    version: str
+    summary: str
+    inputs: list[WorkflowInput]
+    steps: list[str]
+
+
+class WorkflowList(Ok):
+    workflows: list[WorkflowSummary]
+    refused: list[str] = Field([], description="Workflow files that did not load: file:line: reason.")
+
+
+class WorkflowStarted(MissionCreated):
+    workflow: str
+    version: str

@@ -11,7 +11,7 @@ from typing import Any, assert_never
 from sqlalchemy import ColumnElement, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import missions, prover, results, views
+from server.core import gates, missions, prover, results, views
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
@@ -44,6 +44,7 @@ def settle_completion(
         and core.settings.review_auto_approve
         and evidence.verdict in core.settings.review_auto_approve_verdicts
         and not run.get("requires_human", False)
+        and gates.may_auto_approve(task)  # a workflow step's gate may ask for an agent or a person
     )
     run_status: RunStatus
     issue_status: IssueStatus
@@ -225,12 +226,21 @@ async def list_pending_reviews(core: Core, *, limit: int = 10, cursor: str | Non
 
 
 async def submit_review(
-    core: Core, actor: Actor, evidence_pack_id: str, decision: str, reason: str, reviewer_name: str = "claude-code"
+    core: Core,
+    actor: Actor,
+    evidence_pack_id: str,
+    decision: str,
+    reason: str,
+    reviewer_name: str = "claude-code",
+    override_reason: str | None = None,
 ) -> results.ReviewSubmitted:
     pack_id = parse_id(evidence_pack_id, "evidence_pack_id")
     choice = parse_enum(Decision, decision, "decision")
     check_text(reason, "reason", Limits.REASON)
     check_text(reviewer_name, "reviewer_name", Limits.NAME, single_line=True)
+    if override_reason is not None:
+        check_text(override_reason, "override_reason", Limits.REASON)
+    gates.check_override(actor, choice.value, override_reason)
     ts = core.now()
     async with core.db.write() as conn:
         pack = await queries.get_evidence_pack(conn, pack_id)
@@ -250,6 +260,14 @@ async def submit_review(
                 "You executed this run, so you may not review it.",
                 "Ask another reviewer (or an admin) to review it.",
             )
+        gate = gates.gate_of(task, core.settings.max_review_rounds)
+        last_run = (task["result"] or {}).get("run_id")
+        overridable = pack["review_state"] == ReviewState.NEEDS_CHANGES and last_run == pack["run_id"]
+        if override_reason is not None and overridable and gates.exhausted(task):
+            return await _override_exhausted(
+                core, conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts
+            )
+        gates.check_reviewer(gate, actor, run["actor_id"], override_reason)
         if not await queries.decide_evidence_pack(conn, pack_id, choice.value):
             raise JctError(
                 ErrorCode.ALREADY_REVIEWED,
@@ -270,16 +288,11 @@ async def submit_review(
             },
         )
         trace = task["trace_id"]
+        submitted = {"decision": choice.value, "reason": reason}
+        if override_reason is not None:
+            submitted["override_reason"] = override_reason
         audit = [
-            audit_row(
-                actor,
-                AuditAction.REVIEW_SUBMITTED,
-                EntityKind.EVIDENCE_PACK,
-                pack_id,
-                None,
-                {"decision": choice.value, "reason": reason},
-                trace,
-            )
+            audit_row(actor, AuditAction.REVIEW_SUBMITTED, EntityKind.EVIDENCE_PACK, pack_id, None, submitted, trace)
         ]
         version = None
         completed = {"status": TaskStatus.COMPLETED}
@@ -302,15 +315,31 @@ async def submit_review(
                 audit.append(
                     audit_row(actor, AuditAction.TASK_REJECTED, EntityKind.TASK, task["id"], completed, after, trace)
                 )
-            case Decision.NEEDS_CHANGES:
-                run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.READY, TaskStatus.QUEUED
+            case Decision.NEEDS_CHANGES if task["review_rounds"] + 1 > gate.max_rounds:
+                # The rounds ran out: the task fails, and what depends on it stays blocked (a mission blocker).
+                rounds = task["review_rounds"] + 1
+                run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.FAILED, TaskStatus.FAILED
+                error = gates.exhausted_error(rounds, gate, reason)
                 await queries.update_task(
                     conn,
                     task["id"],
-                    {"status": TaskStatus.QUEUED, "completed_at": None, "claimed_at": None},
+                    {"status": TaskStatus.FAILED, "error": error, "review_rounds": rounds},
                     status_in=(TaskStatus.COMPLETED,),
                 )
-                after = {"status": TaskStatus.QUEUED, "reason": "review asked for changes"}
+                after = {"status": TaskStatus.FAILED, "reason": gates.EXHAUSTED, "rounds": rounds}
+                audit.append(
+                    audit_row(actor, AuditAction.TASK_FAILED, EntityKind.TASK, task["id"], completed, after, trace)
+                )
+            case Decision.NEEDS_CHANGES:
+                run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.READY, TaskStatus.QUEUED
+                rounds = task["review_rounds"] + 1
+                await queries.update_task(
+                    conn,
+                    task["id"],
+                    {"status": TaskStatus.QUEUED, "completed_at": None, "claimed_at": None, "review_rounds": rounds},
+                    status_in=(TaskStatus.COMPLETED,),
+                )
+                after = {"status": TaskStatus.QUEUED, "reason": "review asked for changes", "rounds": rounds}
                 audit.append(
                     audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task["id"], completed, after, trace)
                 )
@@ -351,6 +380,81 @@ async def submit_review(
         run_status=run_status,
         task_status=task_status,
         context_packet_version=version,
+    )
+
+
+async def _override_exhausted(
+    core: Core,
+    conn: AsyncConnection,
+    actor: Actor,
+    pack: RowMapping,
+    run: RowMapping,
+    task: RowMapping,
+    reason: str,
+    reviewer_name: str,
+    override_reason: str,
+    ts: ColumnElement[datetime],
+) -> results.ReviewSubmitted:
+    """An admin approves the last work of a task whose rounds of changes ran out: the needs_changes decision
+    becomes an approval (the audit log keeps both, and why), the task completes, and what waits for it may go."""
+    if not await queries.override_evidence_pack(conn, pack["id"]):
+        raise JctError(
+            ErrorCode.ALREADY_REVIEWED,
+            f"Evidence pack {pack['id']} was decided again meanwhile.",
+            "Read it with jct_get_evidence before deciding again.",
+        )
+    reviewer = {"actor_kind": actor.actor_kind, "actor_id": actor.actor_id, "name": reviewer_name}
+    decision = {"decision": Decision.APPROVED, "reason": reason, "reviewer": reviewer, "created_at": ts}
+    review_id = await queries.replace_review_decision(conn, pack["id"], decision)
+    failed = {"status": TaskStatus.FAILED}
+    await queries.update_task(
+        conn, task["id"], {"status": TaskStatus.COMPLETED, "error": None}, status_in=(TaskStatus.FAILED,)
+    )
+    await queries.update_run(conn, run["id"], {"status": RunStatus.DONE}, status_in=(RunStatus.NEEDS_CHANGES,))
+    trace = task["trace_id"]
+    overridden = {"decision": Decision.APPROVED, "reason": reason, "override_reason": override_reason}
+    audit = [
+        audit_row(actor, AuditAction.REVIEW_OVERRIDDEN, EntityKind.EVIDENCE_PACK, pack["id"], None, overridden, trace),
+        audit_row(
+            actor,
+            AuditAction.TASK_COMPLETED,
+            EntityKind.TASK,
+            task["id"],
+            failed,
+            {"status": TaskStatus.COMPLETED, "override_reason": override_reason},
+            trace,
+        ),
+        audit_row(
+            actor,
+            AuditAction.run_moved(RunStatus.DONE),
+            EntityKind.RUN,
+            run["id"],
+            {"status": RunStatus.NEEDS_CHANGES},
+            {"status": RunStatus.DONE},
+            trace,
+        ),
+    ]
+    if task["issue_id"] is not None:
+        await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.DONE, "updated_at": ts})
+        audit.append(
+            audit_row(
+                actor,
+                AuditAction.ISSUE_DONE,
+                EntityKind.ISSUE,
+                task["issue_id"],
+                None,
+                {"status": IssueStatus.DONE},
+                trace,
+            )
+        )
+    await queries.insert_audit(conn, audit)
+    await missions.approved(core, conn, actor, task["id"])
+    return results.ReviewSubmitted(
+        review_id=review_id,
+        decision=Decision.APPROVED,
+        issue_status=IssueStatus.DONE if task["issue_id"] is not None else None,
+        run_status=RunStatus.DONE,
+        task_status=TaskStatus.COMPLETED,
     )
 
 

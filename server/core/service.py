@@ -15,6 +15,7 @@ from server.config import Settings
 from server.core.models import Limits
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
+from server.core.workflows import Workflows
 from server.db.engine import Database, db_now
 from server.errors import invalid
 from server.vocab import Priority
@@ -25,6 +26,7 @@ class Core:
     db: Database
     settings: Settings
     store: TraceStore
+    workflows: Workflows
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:
@@ -37,7 +39,8 @@ class Core:
                 statement_timeout=settings.statement_timeout_seconds,
             )
         )
-        return cls(database, settings, TraceStore(settings.traces, settings.max_artifact_bytes))
+        store = TraceStore(settings.traces, settings.max_artifact_bytes)
+        return cls(database, settings, store, Workflows(settings.workflows_dir))
 
     async def ping(self) -> None:
         """Reach the database; raises what the driver raised when it cannot."""

@@ -35,7 +35,7 @@ R = TypeVar("R")
 
 
 # What a completion reads of its task and of the run's artifacts (the prover's input).
-TASK_FIELDS = ("id", "issue_id", "trace_id", "operation", "target_path", "time_budget_seconds", "mission_id")
+TASK_FIELDS = ("id", "issue_id", "trace_id", "operation", "target_path", "time_budget_seconds", "mission_id", "step")
 ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri")
 
 

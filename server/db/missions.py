@@ -342,3 +342,33 @@ async def task_totals(conn: AsyncConnection, mission_ids: Sequence[str]) -> dict
         .group_by(tasks.c.mission_id)
     )
     return {str(mission_id): int(n) for mission_id, n in (await conn.execute(query)).all()}
+
+
+async def artifacts_of_dependencies(conn: AsyncConnection, task_id: str, limit: int) -> Sequence[RowMapping]:
+    """What the tasks this one depends on delivered: the artifacts of their approved runs (`done`), in order,
+    each with its task's id and workflow step."""
+    deps, runs, art, tasks = t.task_dependencies, t.runs, t.artifacts, t.tasks
+    query = (
+        select(
+            art.c.id,
+            art.c.title,
+            art.c.type,
+            art.c.task_id,
+            tasks.c.step,
+        )
+        .join(deps, deps.c.depends_on == art.c.task_id)
+        .join(runs, runs.c.id == art.c.run_id)
+        .join(tasks, tasks.c.id == art.c.task_id)
+        .where(deps.c.task_id == task_id, runs.c.status == RunStatus.DONE)
+        .order_by(tasks.c.phase, art.c.task_id, art.c.created_at, art.c.id)
+        .limit(limit)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def steps_of(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The workflow steps of these tasks (those that are one), by task id."""
+    if not task_ids:
+        return {}
+    query = select(t.tasks.c.id, t.tasks.c.step).where(t.tasks.c.id.in_(list(task_ids)), t.tasks.c.step.is_not(None))
+    return {str(row["id"]): row["step"] for row in (await conn.execute(query)).mappings().all() if row["step"]}

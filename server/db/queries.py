@@ -262,6 +262,27 @@ async def decide_evidence_pack(conn: AsyncConnection, pack_id: str, state: str) 
     return (await conn.execute(stmt)).rowcount == 1
 
 
+async def override_evidence_pack(conn: AsyncConnection, pack_id: str) -> bool:
+    """An admin's override turns a needs_changes decision into an approval."""
+    stmt = (
+        update(t.evidence_packs)
+        .where(t.evidence_packs.c.id == pack_id, t.evidence_packs.c.review_state == ReviewState.NEEDS_CHANGES)
+        .values(review_state=ReviewState.APPROVED)
+    )
+    return (await conn.execute(stmt)).rowcount == 1
+
+
+async def replace_review_decision(conn: AsyncConnection, pack_id: str, values: Values) -> str:
+    """The pack's one decision, replaced (an override); returns its id. The audit log keeps the first one."""
+    stmt = (
+        update(t.review_decisions)
+        .where(t.review_decisions.c.evidence_pack_id == pack_id)
+        .values(values)
+        .returning(t.review_decisions.c.id)
+    )
+    return str((await conn.execute(stmt)).scalar_one())
+
+
 async def insert_review_decision(conn: AsyncConnection, values: Values) -> None:
     await conn.execute(insert(t.review_decisions).values(values))
 

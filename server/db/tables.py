@@ -128,6 +128,11 @@ tasks = Table(
     Column("blockers", Integer, nullable=False, server_default="0"),
     # When its work was approved (by the review policy or a reviewer): what unblocks its dependents.
     Column("approved_at", UTCDateTime, nullable=True),
+    # The workflow step the task carries out (DESIGN section 12): {workflow, version, step, outputs, review,
+    # max_rounds}, fixed when the mission started, so a changed workflow file never changes running work.
+    Column("step", Json, nullable=True),
+    # How many times a review asked for changes: past the gate's max_rounds the task fails.
+    Column("review_rounds", Integer, nullable=False, server_default="0"),
     # Claim-next and the queue listing walk queued tasks in this order.
     Index("ix_tasks_status_priority_queued_at_id", "status", "priority", "queued_at", "id"),
     Index("ix_tasks_operation_status_priority_queued_at_id", "operation", "status", "priority", "queued_at", "id"),

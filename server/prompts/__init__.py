@@ -12,7 +12,7 @@ from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Com
 from pydantic import Field
 
 from server import sdk
-from server.core import catalog, mission_status, pages, queue, review
+from server.core import catalog, mission_status, pages, queue, review, workflow_start
 from server.core.models import parse_id
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
@@ -66,7 +66,8 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         op = _operation(operation)
         stats = await queue.queue_stats(core)
         page = await queue.list_tasks(core, status="queued", operation=op, limit=texts.QUEUE_SHOWN)
-        return [UserMessage(texts.work_next(stats, page, op, core.settings.lease_seconds))]
+        steps = await workflow_start.steps_of(core, [task.task_id for task in page.tasks])
+        return [UserMessage(texts.work_next(stats, page, op, core.settings.lease_seconds, steps))]
 
     @server.prompt(
         name="review",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from server.core import results
 from server.core.models import Limits
@@ -25,7 +26,12 @@ def _minutes(seconds: int) -> str:
 # --- work_next -------------------------------------------------------------------------------
 
 
-def _queue_lines(stats: results.QueueStats, page: results.TaskList, operation: str | None) -> list[str]:
+def _queue_lines(
+    stats: results.QueueStats,
+    page: results.TaskList,
+    operation: str | None,
+    steps: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[str]:
     counts = ", ".join(f"{count} {status}" for status, count in stats.counts.items())
     lines = [f"Tasks: {counts}. Pending reviews: {stats.pending_reviews}. Expired leases: {stats.expired_leases}."]
     which = f"queued {operation} tasks" if operation else "queued tasks"
@@ -34,16 +40,32 @@ def _queue_lines(stats: results.QueueStats, page: results.TaskList, operation: s
         return lines
     lines.append(f"Top {which}, in the order jct_claim_next takes them:")
     for number, task in enumerate(page.tasks, 1):
+        step = (steps or {}).get(task.task_id)
         lines.append(
             f"{number}. {task.priority} {task.operation} · {line(task.target_repo, 60)} — {headline(task.objective)} "
-            f"(task_id {task.task_id})"
+            f"(task_id {task.task_id})" + (f" · {_step_line(step)}" if step else "")
         )
     if page.next_cursor is not None:
         lines.append("…and more: jct_list_tasks pages through the rest, or read jct://queue.")
     return lines
 
 
-def work_next(stats: results.QueueStats, page: results.TaskList, operation: str | None, lease_seconds: int) -> str:
+def _step_line(step: Mapping[str, Any]) -> str:
+    outputs = ", ".join(f"{line(o['name'], 40)} ({o['type']})" for o in step.get("outputs", []) if o.get("required"))
+    gate = {"agent": "another agent approves", "human": "a person approves"}.get(step.get("review", ""), "")
+    parts = [f"workflow {line(step['workflow'], 40)}, step {line(step['step'], 40)}"]
+    parts += [f"outputs: {outputs}"] if outputs else []
+    parts += [gate] if gate else []
+    return "; ".join(parts)
+
+
+def work_next(
+    stats: results.QueueStats,
+    page: results.TaskList,
+    operation: str | None,
+    lease_seconds: int,
+    steps: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
     claim = f'jct_claim_next(operation="{operation}")' if operation else "jct_claim_next()"
     return "\n".join(
         [
@@ -66,11 +88,16 @@ def work_next(stats: results.QueueStats, page: results.TaskList, operation: str 
             "success=false with error_message. If you should not do it at all: jct_release_task(task_id, reason).",
             "6. Note the verdict (pass, partial or fail) and the review status it returns, then go back to step 1.",
             "",
+            "A task that is a workflow step carries it in context_packet.data.step (workflow, step, outputs, "
+            "review gate): report each of its outputs as an artifact titled exactly with the output's name and of "
+            "its type (json: content that is JSON matching its schema), or the prover fails the run; "
+            "jct_get_context lists in dependency_artifacts what the steps before it delivered: read those first.",
+            "",
             "Rules: hold one claim at a time; only report on tasks you claimed; every JCT error carries a "
             "suggestion: follow it. When the queue is empty, summarise what you completed (task ids, verdicts).",
             "",
             "## The queue now",
-            *_queue_lines(stats, page, operation),
+            *_queue_lines(stats, page, operation, steps),
         ]
     )
 

@@ -1,6 +1,7 @@
 """resources/list: concrete URIs, because Claude Code's @-mention menu is fed from it, not from templates.
 
-The first page starts with jct://queue and jct://reviews/pending. Then come tasks, each with its issue
+The first page starts with jct://queue and jct://reviews/pending, the active missions and the workflows
+(jct://workflows/{name}). Then come tasks, each with its issue
 briefing, its newest run and that run's evidence pack: running tasks first (claim order), then every other
 task newest first. Both walks are keyset-paginated, so a page costs the same wherever it is, and the
 cursor is opaque: (walk, position of the last task shown).
@@ -119,6 +120,14 @@ async def list_page(core: Core, fixed: list[MCPResource], cursor: str | None, pa
                 f"{m.status} · {m.approved}/{m.total} tasks approved · phases, blockers, decisions",
             )
             for m in active.missions
+        ]
+        resources += [
+            _resource(
+                uris.workflow(w.name),
+                f"Workflow: {w.name}",
+                f"{headline(w.summary, NAME_CHARS)} · steps {' → '.join(st['id'] for st in w.steps)} · v{w.version}",
+            )
+            for w in core.workflows.catalog().workflows.values()
         ]
     for listed in tasks:
         resources += entries(listed)

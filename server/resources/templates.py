@@ -18,7 +18,7 @@ from server.core import catalog, mission_status, pages, queue, review
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
-from server.resources import briefing, mission_page, render
+from server.resources import briefing, mission_page, render, workflow_page
 from server.vocab import EntityKind
 
 MARKDOWN = "text/markdown"
@@ -32,6 +32,7 @@ RUN = uris.TEMPLATES["Run"]
 EVIDENCE = uris.TEMPLATES["EvidencePack"]
 ARTIFACT = uris.TEMPLATES["Artifact"]
 MISSION = uris.TEMPLATES["Mission"]
+WORKFLOW = uris.WORKFLOW
 
 # Completion of each template's one variable: ids by prefix, or by words of the objective or title.
 COMPLETERS: dict[str, tuple[str, EntityKind]] = {
@@ -51,6 +52,7 @@ _NOT_FOUND = {
     ErrorCode.EVIDENCE_PACK_NOT_FOUND,
     ErrorCode.ARTIFACT_NOT_FOUND,
     ErrorCode.MISSION_NOT_FOUND,
+    ErrorCode.WORKFLOW_NOT_FOUND,
 }
 
 T = TypeVar("T")
@@ -177,6 +179,20 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         view = await _guard(uri, mission_status.get_mission(core, mission_id, include=["tasks"]))
         return mission_page.mission_page(view)
 
+    @server.resource(
+        WORKFLOW,
+        name="workflow",
+        title="Workflow",
+        description="A workflow definition: inputs, and each step's objective, instructions, outputs and gate.",
+        mime_type=MARKDOWN,
+    )
+    async def read_workflow(name: str) -> str:
+        try:
+            found = core.workflows.catalog().get(name)
+        except JctError as exc:
+            raise ResourceNotFoundError(f"Unknown resource {uris.workflow(name)}: {exc.message}") from None
+        return workflow_page.workflow_page(found)
+
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
     async def read_artifact(artifact_id: str) -> tuple[str, str]:
@@ -209,6 +225,9 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
 
     async def complete(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> HandlerResult:
         ref = params.ref
+        if isinstance(ref, ResourceTemplateReference) and ref.uri == WORKFLOW and params.argument.name == "name":
+            names = [n for n in core.workflows.catalog().workflows if n.startswith(params.argument.value)]
+            return CompleteResult(completion=Completion(values=names[:100], has_more=len(names) > 100))
         entry = COMPLETERS.get(ref.uri) if isinstance(ref, ResourceTemplateReference) else None
         if entry is None:
             if previous is not None:

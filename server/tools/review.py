@@ -48,5 +48,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             str,
             text("A display name; your principal identifies you.", Limits.NAME),
         ] = "claude-code",
+        override_reason: Annotated[str | None, text("Admin: approve past a gate; audited.", Limits.REASON)] = None,
     ) -> results.ReviewSubmitted:
-        return await review.submit_review(core, identity.actor(ctx), evidence_pack_id, decision, reason, reviewer_name)
+        return await review.submit_review(
+            core, identity.actor(ctx), evidence_pack_id, decision, reason, reviewer_name, override_reason
+        )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from server.core import completion, observe, queue, results, work
 from server.core.models import Limits, check_text, parse_id
@@ -15,6 +16,16 @@ from server.errors import invalid
 from server.identity import Identity
 from server.tools.annotations import READ, RETRY_SAFE, WRITE
 from server.tools.params import ClaimedRun, Cursor, Limit, OperationFilter, Reason, TaskId, Uuid, items, text
+
+
+def _as_text(value: Any) -> Any:
+    """The SDK parses a text argument not typed plain `str` as JSON when it can (for clients that send objects
+    as JSON text), so artifact content that is a JSON object or array arrives parsed: write it back as text."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+
+
+# Artifact content: text, even when it is JSON (a workflow's json output).
+Content = Annotated[str | None, BeforeValidator(_as_text), Field(description="Stored by JCT.")]
 
 
 class CriterionReport(BaseModel):
@@ -120,7 +131,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             Field(description="code_patch: a unified diff."),
         ],
         ctx: Context,
-        content: Annotated[str | None, Field(description="Stored by JCT.")] = None,
+        content: Content = None,
         uri: Annotated[str | None, text("Or where it is kept (not file://).", Limits.URI)] = None,
         media_type: Annotated[str, text("e.g. text/x-diff.", Limits.MEDIA_TYPE)] = "text/plain",
         run_id: ClaimedRun = None,

@@ -23,9 +23,10 @@ pytestmark = pytest.mark.anyio
 
 LIMIT = 90.0
 # A worker's tools: its own toolset and planning.
-WORKER_TOOLS = WORKER | {"jct_create_mission"}
+WORKER_TOOLS = WORKER | {"jct_create_mission", "jct_start_workflow"}
 OBSERVE_TOOLS = {
     "jct_get_mission",
+    "jct_list_workflows",
     "jct_list_missions",
     "jct_get_task",
     "jct_get_run",

@@ -1,0 +1,85 @@
+"""Quality gates (DESIGN section 12): who may approve a task's work, and how many rounds of changes it gets.
+
+The rule, in one place:
+
+- `review: auto` (and every task outside a workflow): the review policy may approve (JCT_REVIEW_AUTO_APPROVE);
+  `agent`: never automatically, and any reviewer but the agent that did the work; `human`: never
+  automatically, and only a person (a principal whose token has no worker role, or the `jct` command line).
+- A review that asks for changes is a round. A task gets `max_rounds` of them (its step's `gate.max_rounds`,
+  else JCT_MAX_REVIEW_ROUNDS); one more fails it with `quality_gate_exhausted`, which blocks what depends on it.
+- An admin may still approve, with an `override_reason` the audit log keeps: past a gate's reviewer rule, or
+  the work of a task whose rounds ran out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from server.core.models import Actor
+from server.errors import ErrorCode, JctError
+
+Review = Literal["auto", "agent", "human"]
+EXHAUSTED = "quality_gate_exhausted"
+
+
+@dataclass(frozen=True)
+class Gate:
+    review: Review
+    max_rounds: int
+
+
+def gate_of(task: Mapping[Any, Any], default_rounds: int) -> Gate:
+    step = task.get("step") or {}
+    review: Review = step.get("review", "auto")
+    rounds = step.get("max_rounds")
+    return Gate(review, default_rounds if rounds is None else int(rounds))
+
+
+def may_auto_approve(task: Mapping[Any, Any]) -> bool:
+    return gate_of(task, 0).review == "auto"
+
+
+def check_reviewer(gate: Gate, actor: Actor, executor: str, override_reason: str | None) -> None:
+    """REVIEW_NOT_ALLOWED when the gate does not let this actor decide (an admin's override always may)."""
+    if override_reason is not None:
+        return
+    if gate.review == "agent" and actor.actor_id == executor:
+        raise JctError(
+            ErrorCode.REVIEW_NOT_ALLOWED,
+            "This workflow step's gate is review: agent, and you did the work: another reviewer must decide.",
+            "Ask another agent or a person to review it (jct_list_pending_reviews shows it to them).",
+        )
+    if gate.review == "human" and actor.actor_kind != "human":
+        raise JctError(
+            ErrorCode.REVIEW_NOT_ALLOWED,
+            "This workflow step's gate is review: human: only a person decides it.",
+            "Leave it for a person: `jct review ID approve --reason ...` on the server, or a reviewer token.",
+        )
+
+
+def check_override(actor: Actor, decision: str, override_reason: str | None) -> None:
+    if override_reason is None:
+        return
+    if not actor.admin:
+        raise JctError(
+            ErrorCode.REVIEW_NOT_ALLOWED,
+            "Only an admin may approve past a quality gate (override_reason).",
+            "Leave out override_reason, or ask an admin.",
+        )
+    if decision != "approved":
+        raise JctError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"override_reason goes with decision 'approved', not {decision!r}.",
+            "Leave out override_reason for this decision.",
+        )
+
+
+def exhausted(task: Mapping[Any, Any]) -> bool:
+    """The task failed because its rounds of changes ran out (an admin may still approve its last work)."""
+    return str(task.get("error") or "").startswith(EXHAUSTED)
+
+
+def exhausted_error(rounds: int, gate: Gate, reason: str) -> str:
+    return f"{EXHAUSTED}: review asked for changes {rounds} times, more than the {gate.max_rounds} allowed: {reason}"

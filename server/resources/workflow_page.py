@@ -1,0 +1,52 @@
+"""jct://workflows/{name}: a workflow definition as Markdown, for a model about to start or work one."""
+
+from __future__ import annotations
+
+from server.core.workflows import Workflow
+from server.markdown import bullets, line
+
+
+def workflow_page(workflow: Workflow) -> str:
+    lines = [
+        f"# Workflow {line(workflow.name, 64)}",
+        "",
+        line(workflow.summary, 200),
+        "",
+        f"Version {workflow.version} ({'shipped with JCT' if workflow.shipped else 'from JCT_WORKFLOWS_DIR'}). "
+        f"Start it with jct_start_workflow(name={workflow.name!r}, inputs={{...}}, target_repo=...).",
+        "",
+        "## Inputs",
+    ]
+    inputs = [
+        f"{i['name']}{' (required)' if i.get('required') else ''}"
+        + (f": {i['description']}" if i.get("description") else "")
+        + (f" (default: {i['default']})" if "default" in i else "")
+        for i in workflow.inputs
+    ]
+    lines += bullets(inputs, 400) if inputs else ["None."]
+    lines += ["", "## Steps"]
+    for step in workflow.steps:
+        gate = step.get("gate", {})
+        waits = ", ".join(step.get("depends_on", [])) or "nothing"
+        lines += [
+            "",
+            f"### {line(step['id'], 64)} ({step['operation']})",
+            "",
+            f"Objective: {line(step['objective'], 300)}",
+            f"Waits for: {waits}. Review: {gate.get('review', 'auto')}"
+            + (f", at most {gate['max_rounds']} round(s) of changes" if "max_rounds" in gate else "")
+            + ".",
+        ]
+        if step.get("instructions"):
+            lines += ["", f"Instructions: {line(step['instructions'], 2000)}"]
+        outputs = [
+            f"{o['name']} ({o['type']}{'' if o.get('required', True) else ', optional'})"
+            + (f": {o['description']}" if o.get("description") else "")
+            for o in step.get("outputs", [])
+        ]
+        if outputs:
+            lines += ["", "Outputs (artifacts titled exactly so):", *bullets(outputs, 400)]
+        criteria = step.get("acceptance_criteria", [])
+        if criteria:
+            lines += ["", "Acceptance criteria:", *bullets(criteria, 400)]
+    return "\n".join(lines) + "\n"
