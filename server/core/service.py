@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement
 
 from server.config import Settings
 from server.core.models import Limits
+from server.core.repos import Repos
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
 from server.db.engine import Database, db_now
@@ -25,6 +26,11 @@ class Core:
     db: Database
     settings: Settings
     store: TraceStore
+    # The repositories JCT reads itself (server/core/repos.py); its fetch locks are per process.
+    repos: Repos = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "repos", Repos(self.settings))
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:
