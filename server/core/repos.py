@@ -70,6 +70,10 @@ class Repos:
     def cache(self) -> Path:
         return self.settings.home / "git"
 
+    def place_of_any(self) -> bool:
+        """Whether any task can be verifiable here (JCT_REPOS set, or local working trees allowed)."""
+        return bool(self.settings.repos) or self.settings.auth == "none"
+
     def place(self, target_repo: str) -> Place | None:
         """Where `target_repo` is read, or None when the task is not verifiable. Touches no disk."""
         name = target_repo.strip()
@@ -99,26 +103,27 @@ class Repos:
         path = root.joinpath(*segments) if segments else root
         return Place(name, gitcli.Repo(path), root)
 
-    async def open(self, target_repo: str, *, refresh: bool = True) -> Place | None:
-        """The place of a verifiable repository, checked readable (fetched first when it is a URL's and
-        `refresh`); None when the task is not verifiable. REPO_NOT_AVAILABLE when JCT cannot read it."""
+    async def open(self, target_repo: str, *, max_age: float | None = 0.0) -> Place | None:
+        """The place of a verifiable repository, checked readable; a URL's is fetched first unless it was
+        fetched less than `max_age` seconds ago (None: only when JCT has no copy yet). None when the task is
+        not verifiable. REPO_NOT_AVAILABLE when JCT cannot read it."""
         place = self.place(target_repo)
         if place is None:
             return None
         if place.url is not None:
-            await self._fetch(place, refresh=refresh)
+            await self._fetch(place, max_age=max_age)
             return place
         checked = await anyio.to_thread.run_sync(_confined, place)
         return checked
 
-    async def _fetch(self, place: Place, *, refresh: bool) -> None:
+    async def _fetch(self, place: Place, *, max_age: float | None) -> None:
         assert place.url is not None
         key = str(place.repo.path)
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
-            fresh = time.monotonic() - self._fetched.get(key, float("-inf")) < REFETCH_SECONDS
+            age = time.monotonic() - self._fetched.get(key, float("-inf"))
             have = (place.repo.path / "HEAD").is_file()
-            if have and (fresh or not refresh):
+            if have and (max_age is None or age < max_age):
                 return
             try:
                 await gitcli.fetch(

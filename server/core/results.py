@@ -129,6 +129,9 @@ class DecisionView(BaseModel):
         return row
 
 
+BASE_COMMIT = "target_ref's commit when JCT reads the repo; report work as a commit descending from it."
+
+
 class Claim(Ok):
     task_id: str
     run_id: str
@@ -143,6 +146,7 @@ class Claim(Ok):
     constraint_snapshot: ConstraintSnapshot | None = None
     mission_id: str | None = None
     decisions: list[DecisionView] | None = Field(None, description="Its mission's decisions so far, newest first.")
+    base_commit: str | None = Field(None, description=BASE_COMMIT)
 
 
 class ClaimNext(Ok):
@@ -160,6 +164,7 @@ class ClaimNext(Ok):
     constraint_snapshot: ConstraintSnapshot | None = None
     mission_id: str | None = None
     decisions: list[DecisionView] | None = None
+    base_commit: str | None = None
 
 
 class IssueView(BaseModel):
@@ -328,6 +333,8 @@ class RunDetail(BaseModel):
     telemetry: dict[str, Any] | None
     failure: dict[str, Any] | None
     artifact_root_uri: str
+    base_commit: str | None = None
+    files_changed: dict[str, Any] | None = None
 
 
 class RunView(Ok):
@@ -363,6 +370,8 @@ class EvidencePackDetail(BaseModel):
     prover_id: str
     review_state: ReviewState
     created_at: datetime
+    unexpected_files: list[str] | None = None
+    files_changed: dict[str, Any] | None = None
 
 
 class EvidenceView(Ok):

@@ -136,7 +136,6 @@ async def test_a_git_url_is_fetched_into_the_cache_and_follows_a_force_push(tmp_
     # Rewrite history and force-push: the cache follows.
     work.git("commit", "--quiet", "--amend", "-m", "rewritten")
     work.git("push", "--quiet", "--force", str(remote), "main")
-    repos._fetched.clear()
     place = await repos.open("myorg/api.git")
     assert place is not None
     assert await gitcli.resolve(place.repo, "main", within=10) == work.head()
