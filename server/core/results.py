@@ -539,3 +539,27 @@ class MissionCancelled(Ok):
     mission_id: str
     status: MissionStatus
     tasks_cancelled: int
+
+
+class GitCommit(BaseModel):
+    commit: str
+    parents: list[str]
+    author: str
+    date: str
+    subject: str
+
+
+class GitLog(Ok):
+    repo: str
+    ref: str
+    head: str = Field(description="The commit ref named when JCT read it.")
+    commits: list[GitCommit]
+
+
+class GitText(Ok):
+    repo: str
+    base: str | None = None
+    head: str | None = None
+    text: str = Field(description="Cut at max_chars with a '[... cut by JCT' marker when truncated.")
+    truncated: bool
+    total_chars: int
