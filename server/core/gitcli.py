@@ -1,9 +1,10 @@
 """Reading a git repository through the git CLI, in anyio subprocesses (never on the event loop's thread).
 
 Why the CLI (bench/git_access.py, bench/results/git_access.md): on a repository of 10,000 files and 5,000
-commits it is as fast as the libraries on the diffs JCT takes, it is on every machine that has the
-repositories, and it needs no compiled wheel. Every command here is read-only except `fetch` into JCT's
-own cache, and each has a timeout and a cap on what it may print.
+commits it is within 1.3x of pygit2 and 4x faster than dulwich on a large diff, the fastest on logs, and a
+command past its timeout or output cap can be killed (a library call in a thread cannot); it needs no wheel.
+Every command here is read-only except `fetch` into JCT's own cache, and each has a timeout and a cap on
+what it may print.
 
 What a caller passes is checked before git sees it: a ref never starts with `-` and has no `..`; a path is
 relative, without `..`; refs go after `--end-of-options`, paths after `--` with literal pathspecs. The
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,20 +177,20 @@ async def run(
                         chunks.append(chunk[: max_bytes - size])
                         size = max_bytes
                         truncated = True
-                        process.kill()
+                        _kill(process)
                         break
                     chunks.append(chunk)
                     size += len(chunk)
             returncode = await process.wait()
     except TimeoutError:
         if process is not None and process.returncode is None:
-            process.kill()
+            _kill(process)
         raise GitTimeout(f"git did not answer within {within:g}s") from None
     finally:
         if process is not None:
             with anyio.CancelScope(shield=True):
                 if process.returncode is None:
-                    process.kill()
+                    _kill(process)
                     await process.wait()
                 await process.aclose()
     stderr = b"".join(errors).decode("utf-8", errors="replace").strip()
@@ -197,6 +199,14 @@ async def run(
             stderr.splitlines()[-1] if stderr else f"git exited {returncode}", returncode=returncode, stderr=stderr
         )
     return Output(b"".join(chunks), returncode, truncated)
+
+
+def _kill(process: Process) -> None:
+    """Stop git and whatever it started (a fetch runs index-pack, remote helpers): its whole session."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
 
 
 async def git(
