@@ -129,15 +129,17 @@ async def _read_change(core: Core, fence: Fence) -> ReadChange:
         return ReadChange()
     async with core.db.read() as conn:
         task = await queries.get_task(conn, fence.task_id)
+        if task is None:
+            return ReadChange()
+        try:
+            if core.repos.place(task["target_repo"]) is None:
+                return ReadChange()  # not verifiable: one primary-key read was all this cost
+        except JctError:
+            return ReadChange(verifiable=True, note="the repository name cannot be read")
         run = await leases.claimant_run(core, conn, fence)
         rows = await queries.artifacts_of_run(conn, run["id"]) if run is not None else []
-    if task is None or run is None or run["status"] != RunStatus.RUNNING:
+    if run is None or run["status"] != RunStatus.RUNNING:
         return ReadChange()
-    try:
-        if core.repos.place(task["target_repo"]) is None:
-            return ReadChange()
-    except JctError:
-        return ReadChange(verifiable=True, note="the repository name cannot be read")
     commits = [a for a in rows if a["type"] == ArtifactType.COMMIT and a["stored"]]
     heads = await anyio.to_thread.run_sync(_commit_ids, core, commits)
     try:
