@@ -30,8 +30,8 @@ from server.errors import invalid
 GIT = "git"
 SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 # A branch, tag, commit id or a revision such as HEAD~2 or main^: no option, no range, no reflog, no path.
-_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+~^-]{0,254}$")
-REF_LIMIT = 255
+_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+~^-]{0,255}$")
+REF_LIMIT = 256  # Limits.REF
 PATH_LIMIT = 1_024
 # What a command may print before it is stopped (a diff for a reader is cut much earlier by max_chars).
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
