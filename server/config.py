@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -10,6 +11,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 TOOLSETS = ("worker", "plan", "observe", "review", "admin")
+GIT_URL_SCHEMES = ("https", "http", "ssh", "git", "file")
 VERDICTS = ("pass", "partial", "fail")
 
 
@@ -17,6 +19,11 @@ def _split_csv(value: Any) -> Any:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+def is_git_url(location: str) -> bool:
+    """`https://...`, `ssh://...`, `file:///...` or scp-like `git@host:path`; anything else is a local path."""
+    return "://" in location or re.match(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:", location) is not None
 
 
 def async_database_url(url: str) -> str:
@@ -89,10 +96,41 @@ class Settings(BaseSettings):
     # needs_changes rounds a task may go through before it fails with quality_gate_exhausted (a workflow
     # step's gate.max_rounds replaces it for that step's task).
     max_review_rounds: int = Field(default=3, ge=0, le=100)
+    # Repositories JCT reads itself (DESIGN section 13): `prefix=location` pairs; a location is a local
+    # directory of repositories or a git URL JCT fetches into $JCT_HOME/git. A task whose target_repo starts
+    # with a prefix is verifiable.
+    repos: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Every git command JCT runs (a fetch included) stops after this long.
+    git_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # A fetched repository's cache may not grow past this.
+    git_fetch_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024, le=1024**4)
 
     _csv = field_validator(
-        "allowed_repo_prefixes", "review_auto_approve_verdicts", "toolsets", "allowed_hosts", mode="before"
+        "allowed_repo_prefixes", "review_auto_approve_verdicts", "toolsets", "allowed_hosts", "repos", mode="before"
     )(_split_csv)
+
+    @field_validator("repos")
+    @classmethod
+    def _repo_pairs(cls, value: list[str]) -> list[str]:
+        for pair in value:
+            prefix, sep, location = pair.partition("=")
+            if not sep or not prefix.strip() or not location.strip():
+                raise ValueError(
+                    f"{pair!r} is not prefix=location, e.g. myorg/=/srv/git or myorg/=https://git.example.com/myorg"
+                )
+            if is_git_url(location.strip()):
+                scheme = location.strip().split("://", 1)[0].lower() if "://" in location else "ssh"
+                if scheme not in GIT_URL_SCHEMES:
+                    raise ValueError(f"{location!r}: JCT fetches only {', '.join(GIT_URL_SCHEMES)} URLs")
+            elif not Path(location.strip()).expanduser().is_absolute():
+                raise ValueError(f"{location!r} is neither a git URL nor an absolute directory")
+        return [f"{p.strip()}={loc.strip()}" for p, _, loc in (pair.partition("=") for pair in value)]
+
+    @property
+    def repo_locations(self) -> list[tuple[str, str]]:
+        """JCT_REPOS as (prefix, location), the longest prefix first."""
+        pairs = [tuple(pair.split("=", 1)) for pair in self.repos]
+        return sorted(((p, loc) for p, loc in pairs), key=lambda item: -len(item[0]))
 
     @field_validator("toolsets")
     @classmethod

@@ -28,6 +28,11 @@ class ErrorCode(StrEnum):
     WORKFLOW_NOT_FOUND = "WORKFLOW_NOT_FOUND"
     # Claimed by id while it still waits for its dependencies (or its phase): the message names them.
     TASK_BLOCKED = "TASK_BLOCKED"
+    # Verified changes (JCT reads the task's repository): the reported commit is not there, it does not
+    # descend from the run's base commit, or the repository cannot be read right now.
+    COMMIT_NOT_FOUND = "COMMIT_NOT_FOUND"
+    NOT_A_DESCENDANT = "NOT_A_DESCENDANT"
+    REPO_NOT_AVAILABLE = "REPO_NOT_AVAILABLE"
     # The world failed (database unreachable, a lock timeout, disk full), not JCT or its caller: retry later.
     UNAVAILABLE = "UNAVAILABLE"
     INTERNAL_ERROR = "INTERNAL_ERROR"

@@ -21,6 +21,8 @@ TEMPLATES: Final = {
 # A workflow definition, by name (DESIGN section 12): not a record, so not in TEMPLATES.
 WORKFLOW: Final = "jct://workflows/{name}"
 _WORKFLOW = re.compile(r"jct://workflows/[a-z][a-z0-9_-]{0,63}")
+# What JCT read of a run's change in its repository (a verifiable task): a diff, not a record of its own.
+RUN_DIFF: Final = "jct://runs/{run_id}/diff"
 _PREFIX: Final = {kind: template.split("{", 1)[0] for kind, template in TEMPLATES.items()}
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _RECORD = re.compile(rf"jct://(tasks|issues|runs|evidence|artifacts|missions)/({_UUID})")
@@ -42,6 +44,10 @@ def issue(issue_id: str) -> str:
 
 def run(run_id: str) -> str:
     return of("Run", run_id)
+
+
+def run_diff(run_id: str) -> str:
+    return f"{run(run_id)}/diff"
 
 
 def evidence(pack_id: str) -> str:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import leases, prover, results, review, views
+from server.core import gitcli, leases, prover, results, review, verified, views
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.core.text import parse_json, storable
@@ -17,7 +19,7 @@ from server.core.work import fenced_change, task_row
 from server.db import changes, queries
 from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
-from server.vocab import ArtifactType
+from server.vocab import ArtifactType, RunStatus
 
 TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
@@ -47,6 +49,7 @@ async def complete_task(
     if criteria_results is not None and not isinstance(criteria_results, list):
         raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
 
+    read = await _read_change(core, fence)
     ts = core.now()
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Completion]:
@@ -65,6 +68,10 @@ async def complete_task(
                 claims=prover.resolve_claims(criteria, criteria_results or []),
                 artifacts=tuple(_prover_artifact(core, a, json_titles) for a in facts.artifacts),
                 outputs=declared,
+                verifiable=read.verifiable,
+                files_changed=read.paths,
+                change_note=read.note,
+                verified_commits=read.heads,
             )
         )
         return review.settle_completion(
@@ -79,6 +86,7 @@ async def complete_task(
             error_message=error_message,
             telemetry=checked_telemetry,
             ts=ts,
+            files_changed=read.files_changed,
         )
 
     try:
@@ -107,6 +115,64 @@ def declared_outputs(step: Mapping[str, Any] | None) -> tuple[prover.DeclaredOut
         prover.DeclaredOutput(o["name"], o["type"], bool(o.get("required", True)), o.get("schema"))
         for o in step.get("outputs", [])
     )
+
+
+@dataclass(frozen=True)
+class ReadChange:
+    """What JCT read in a verifiable task's repository before the completion's transaction."""
+
+    verifiable: bool = False
+    files_changed: dict[str, Any] | None = None
+    heads: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def paths(self) -> tuple[str, ...] | None:
+        if self.files_changed is None:
+            return None
+        files = self.files_changed["files"]
+        # A rename out of target_path changes the place it left too.
+        return tuple(dict.fromkeys(p for f in files for p in (f.get("old_path"), f["path"]) if p))
+
+
+async def _read_change(core: Core, fence: Fence) -> ReadChange:
+    """files_changed for a verifiable task (server/core/verified.py), read before the fenced change so no
+    transaction waits on git. A caller the fence will refuse gets nothing read."""
+    if not core.repos.place_of_any():
+        return ReadChange()
+    async with core.db.read() as conn:
+        task = await queries.get_task(conn, fence.task_id)
+        if task is None:
+            return ReadChange()
+        try:
+            if core.repos.place(task["target_repo"]) is None:
+                return ReadChange()  # not verifiable: one primary-key read was all this cost
+        except JctError:
+            return ReadChange(verifiable=True, note="the repository name cannot be read")
+        run = await leases.claimant_run(core, conn, fence)
+        rows = await queries.artifacts_of_run(conn, run["id"]) if run is not None else []
+    if run is None or run["status"] != RunStatus.RUNNING:
+        return ReadChange()
+    commits = [a for a in rows if a["type"] == ArtifactType.COMMIT and a["stored"]]
+    heads = await anyio.to_thread.run_sync(_commit_ids, core, commits)
+    try:
+        change = await verified.change_of_run(core, task, run, heads)
+        if change is None:
+            why = "no base commit was recorded at claim" if run["base_commit"] is None else "no commit was reported"
+            return ReadChange(verifiable=True, heads=heads, note=f"nothing verified to read: {why}")
+        return ReadChange(True, await verified.files_changed(core, change), heads)
+    except JctError as exc:
+        return ReadChange(verifiable=True, heads=heads, note=exc.message)
+
+
+def _commit_ids(core: Core, rows: list[Any]) -> tuple[str, ...]:
+    """The commit ids verified commit artifacts hold (JCT stored the full id at report)."""
+    ids = []
+    for row in rows:
+        text, _total, _more = core.store.read_text(row["uri"], 0, 200)
+        if gitcli.SHA.match(text.strip()):
+            ids.append(text.strip())
+    return tuple(ids)
 
 
 def _prover_artifact(core: Core, row: Mapping[str, Any], json_titles: Collection[str] = ()) -> prover.ProverArtifact:

@@ -13,6 +13,7 @@ from server.core import graph
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum
+from server.core.repos import looks_local
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid
@@ -100,6 +101,13 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
             ErrorCode.REPO_NOT_ALLOWED,
             f"Repository {repo!r} is not under an allowed prefix.",
             f"Use a repository starting with one of: {', '.join(allowed)} (JCT_ALLOWED_REPO_PREFIXES).",
+        )
+    if core.settings.auth == "token" and looks_local(repo):
+        raise JctError(
+            ErrorCode.REPO_NOT_ALLOWED,
+            f"target_repo {repo!r} is a path on the server's disk; with tokens on, JCT reads only the "
+            "repositories configured in JCT_REPOS.",
+            "Name the repository as the team's prefix plus its name (e.g. myorg/api), as JCT_REPOS configures it.",
         )
     ref = check_text(fields["target_ref"], "target_ref", Limits.REF, single_line=True).strip()
     if " " in ref:

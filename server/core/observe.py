@@ -115,7 +115,11 @@ async def get_evidence(core: Core, run_id: str) -> results.EvidenceView:
                 f"Run {run_id} has no evidence pack yet.",
                 "Evidence is created when the run is completed with jct_complete_task.",
             )
-    return results.EvidenceView(evidence_pack=views.evidence_detail(pack))
+        run = await queries.get_run(conn, run_id)
+    detail = views.evidence_detail(pack)
+    if run is not None:
+        detail.files_changed = run["files_changed"]
+    return results.EvidenceView(evidence_pack=detail)
 
 
 async def find(core: Core, entity_id: str) -> Found:

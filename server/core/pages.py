@@ -98,6 +98,8 @@ class EvidencePage:
     executor: Mapping[str, Any]
     artifact_titles: Mapping[str, str]
     review: Review | None
+    # What JCT read of the run's change in its repository (a verifiable task).
+    files_changed: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
         pack=views.evidence_detail(read.pack),
         objective=read.objective,
         issue_id=read.pack["issue_id"],
+        files_changed=read.files_changed,
         run_summary=read.run_summary,
         executor=read.executor,
         artifact_titles={a["id"]: a["title"] for a in read.artifacts},
@@ -259,6 +262,7 @@ class _PackRead:
     executor: Mapping[str, Any]
     artifacts: Sequence[RowMapping]
     decision: RowMapping | None
+    files_changed: Mapping[str, Any] | None = None
 
 
 async def _read_pack(core: Core, pack_id: str) -> _PackRead:
@@ -279,6 +283,7 @@ async def _read_pack(core: Core, pack_id: str) -> _PackRead:
         executor=run["executor"] if run is not None else {},
         artifacts=artifacts,
         decision=decision,
+        files_changed=run["files_changed"] if run is not None else None,
     )
 
 

@@ -61,6 +61,13 @@ class ProverInput:
     claims: tuple[CriterionClaim, ...]
     artifacts: tuple[ProverArtifact, ...]
     outputs: tuple[DeclaredOutput, ...] = ()
+    # A verifiable task (JCT reads its repository, server/core/verified.py): the files JCT found changed (None
+    # when it could not read them, `change_note` says why) and the commits it verified. Pasted diffs then
+    # decide nothing.
+    verifiable: bool = False
+    files_changed: tuple[str, ...] | None = None
+    change_note: str = ""
+    verified_commits: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,8 @@ class Evidence:
     unexpected_files: tuple[str, ...]
 
 
+# Operations a verified commit is evidence for.
+COMMIT_PROVES = frozenset({"code_change", "docs"})
 REQUIRED_EVIDENCE: dict[str, tuple[str, ...]] = {
     "code_change": ("code_patch", "commit"),
     "docs": ("doc", "code_patch"),
@@ -146,6 +155,8 @@ def prove(inp: ProverInput) -> Evidence:
 
 def _check_required_evidence(inp: ProverInput, missing: list[str]) -> Check:
     wanted = REQUIRED_EVIDENCE.get(inp.operation)
+    if inp.verified_commits and inp.operation in COMMIT_PROVES:
+        return Check("required_evidence", True, f"verified commit {inp.verified_commits[-1][:12]}")
     if wanted is None:
         return Check("required_evidence", None, f"no evidence rule for operation '{inp.operation}'")
     found = [a for a in inp.artifacts if a.type in wanted]
@@ -245,16 +256,28 @@ def _check_scope(inp: ProverInput) -> tuple[Check, tuple[str, ...]]:
     target = _normalise_path(inp.target_path)
     if not target:
         return Check("scope", None, "no target_path set; the whole repo is in scope"), ()
-    files = [
-        _normalise_path(f) for a in inp.artifacts if a.type == "code_patch" and a.content for f in diff_files(a.content)
-    ]
-    if not files:
-        return Check("scope", None, "no inline code_patch diffs to check"), ()
+    if inp.verifiable:
+        # JCT read the change in the repository itself: a pasted diff decides nothing.
+        if inp.files_changed is None:
+            return Check("scope", None, inp.change_note or "no verified change to read; report a commit"), ()
+        files = [_normalise_path(f) for f in inp.files_changed]
+        if not files:
+            return Check("scope", True, "JCT read no changed file in the repository"), ()
+    else:
+        files = [
+            _normalise_path(f)
+            for a in inp.artifacts
+            if a.type == "code_patch" and a.content
+            for f in diff_files(a.content)
+        ]
+        if not files:
+            return Check("scope", None, "no inline code_patch diffs to check"), ()
+    read = " (read by JCT in the repository)" if inp.verifiable else ""
     outside = tuple(dict.fromkeys(f for f in files if not _is_under(f, target)))
     if not outside:
-        return Check("scope", True, f"{_files(len(set(files)))} changed, all under {target}/"), ()
+        return Check("scope", True, f"{_files(len(set(files)))} changed{read}, all under {target}/"), ()
     shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
-    return Check("scope", False, f"{_files(len(outside))} outside {target}/: {shown}"), outside
+    return Check("scope", False, f"{_files(len(outside))} outside {target}/{read}: {shown}"), outside
 
 
 def _files(count: int) -> str:

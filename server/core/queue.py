@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import graph, views
+from server.core import graph, verified, views
 from server.core import results as r
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
@@ -64,7 +64,11 @@ async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
             f"Task {task_id} is no longer queued (current status: {task['status']}).",
             "Use jct_claim_next or jct_list_tasks to find another available task.",
         )
-    return r.Claim(**_claim_fields(claimed))
+    fields = _claim_fields(claimed)
+    fields["base_commit"] = await verified.record_base(
+        core, fields["run_id"], claimed["target_repo"], claimed["target_ref"]
+    )
+    return r.Claim(**fields)
 
 
 async def claim_next(
@@ -76,7 +80,11 @@ async def claim_next(
     claimed = await _claim(core, actor, operation=op, repo_prefix=repo_prefix)
     if claimed is None:
         return r.ClaimNext(claimed=False)
-    return r.ClaimNext(claimed=True, **_claim_fields(claimed))
+    fields = _claim_fields(claimed)
+    fields["base_commit"] = await verified.record_base(
+        core, fields["run_id"], claimed["target_repo"], claimed["target_ref"]
+    )
+    return r.ClaimNext(claimed=True, **fields)
 
 
 async def _claim(

@@ -129,6 +129,9 @@ class DecisionView(BaseModel):
         return row
 
 
+BASE_COMMIT = "target_ref's commit when JCT reads the repo; report work as a commit descending from it."
+
+
 class Claim(Ok):
     task_id: str
     run_id: str
@@ -143,6 +146,7 @@ class Claim(Ok):
     constraint_snapshot: ConstraintSnapshot | None = None
     mission_id: str | None = None
     decisions: list[DecisionView] | None = Field(None, description="Its mission's decisions so far, newest first.")
+    base_commit: str | None = Field(None, description=BASE_COMMIT)
 
 
 class ClaimNext(Ok):
@@ -160,6 +164,7 @@ class ClaimNext(Ok):
     constraint_snapshot: ConstraintSnapshot | None = None
     mission_id: str | None = None
     decisions: list[DecisionView] | None = None
+    base_commit: str | None = None
 
 
 class IssueView(BaseModel):
@@ -342,6 +347,8 @@ class RunDetail(BaseModel):
     telemetry: dict[str, Any] | None
     failure: dict[str, Any] | None
     artifact_root_uri: str
+    base_commit: str | None = None
+    files_changed: dict[str, Any] | None = None
 
 
 class RunView(Ok):
@@ -377,6 +384,8 @@ class EvidencePackDetail(BaseModel):
     prover_id: str
     review_state: ReviewState
     created_at: datetime
+    unexpected_files: list[str] | None = None
+    files_changed: dict[str, Any] | None = None
 
 
 class EvidenceView(Ok):
@@ -572,3 +581,27 @@ class WorkflowList(Ok):
 class WorkflowStarted(MissionCreated):
     workflow: str
     version: str
+
+
+class GitCommit(BaseModel):
+    commit: str
+    parents: list[str]
+    author: str
+    date: str
+    subject: str
+
+
+class GitLog(Ok):
+    repo: str
+    ref: str
+    head: str = Field(description="The commit ref named when JCT read it.")
+    commits: list[GitCommit]
+
+
+class GitText(Ok):
+    repo: str
+    base: str | None = None
+    head: str | None = None
+    text: str = Field(description="Cut at max_chars with a '[... cut by JCT' marker when truncated.")
+    truncated: bool
+    total_chars: int

@@ -35,6 +35,7 @@ def settle_completion(
     error_message: str | None,
     telemetry: dict[str, Any] | None,
     ts: ColumnElement[datetime],
+    files_changed: dict[str, Any] | None = None,
 ) -> tuple[list[changes.Write], results.Completion]:
     """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: the writes, made in the fenced change."""
     pack_id = new_id()
@@ -78,6 +79,7 @@ def settle_completion(
                 "evidence_collected": list(evidence.evidence_collected),
                 "evidence_missing": list(evidence.evidence_missing),
                 "prover_id": prover.PROVER_ID,
+                "unexpected_files": list(evidence.unexpected_files) or None,
                 "review_state": review_state,
                 "created_at": ts,
             }
@@ -91,6 +93,7 @@ def settle_completion(
                 "outputs": outputs,
                 "telemetry": telemetry,
                 "failure": failure,
+                "files_changed": files_changed,
             },
             status_in=(RunStatus.RUNNING,),
         ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement
 
 from server.config import Settings
 from server.core.models import Limits
+from server.core.repos import Repos
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
 from server.core.workflows import Workflows
@@ -27,6 +28,11 @@ class Core:
     settings: Settings
     store: TraceStore
     workflows: Workflows
+    # The repositories JCT reads itself (server/core/repos.py); its fetch locks are per process.
+    repos: Repos = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "repos", Repos(self.settings))
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import events, leases, results
+from server.core import events, leases, results, verified
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core
@@ -93,6 +93,10 @@ async def report_artifact(
             )
     if uri is not None:
         _check_uri(uri)
+    if kind is ArtifactType.COMMIT and core.repos.place_of_any():
+        sha = await _verified_commit(core, fence, content if uri is None else None)
+        if sha is not None:
+            data = sha.encode()  # the commit it names, pinned: a branch may move on
     ts = core.now()
     artifact_id = new_id()
 
@@ -138,6 +142,17 @@ async def report_artifact(
     if changed is None:
         raise await refused(core, fence)
     return changed.result
+
+
+async def _verified_commit(core: Core, fence: Fence, content: str | None) -> str | None:
+    """A commit artifact of a verifiable task: the commit it names, read in the repository and checked
+    against the run's base commit (server/core/verified.py). None when the task is not verifiable."""
+    async with core.db.read() as conn:
+        task = await queries.get_task(conn, fence.task_id)
+        run = await leases.claimant_run(core, conn, fence)
+    if task is None or run is None or run["status"] != RunStatus.RUNNING:
+        return None  # the fenced change refuses it and says why
+    return await verified.verify_commit(core, task, run, content)
 
 
 def _check_run_bytes(core: Core, stored: int, adding: int) -> None:

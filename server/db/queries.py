@@ -171,6 +171,11 @@ async def get_run(conn: AsyncConnection, run_id: str) -> RowMapping | None:
     return (await conn.execute(select(t.runs).where(t.runs.c.id == run_id))).mappings().first()
 
 
+async def set_base_commit(conn: AsyncConnection, run_id: str, sha: str) -> None:
+    """The commit target_ref named when the run was claimed (a verifiable task)."""
+    await conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(base_commit=sha))
+
+
 async def runs_of_task(conn: AsyncConnection, task_id: str, limit: int) -> Sequence[RowMapping]:
     query = select(t.runs).where(t.runs.c.task_id == task_id).order_by(t.runs.c.started_at.desc()).limit(limit)
     return (await conn.execute(query)).mappings().all()

@@ -214,6 +214,10 @@ runs = Table(
     Column("telemetry", Json, nullable=True),
     Column("failure", Json, nullable=True),
     Column("artifact_root_uri", Text, nullable=False),
+    # A verifiable task (JCT reads its repository): the commit target_ref named at claim, and what JCT read
+    # at completion ({files: [{path, status, added, removed, old_path}], head, truncated}).
+    Column("base_commit", String(64), nullable=True),
+    Column("files_changed", Json, nullable=True),
     Index("ix_runs_task_id_actor_id", "task_id", "actor_id"),
     # The sweeper finds running runs whose lease has passed.
     Index("ix_runs_status_lease_expires_at", "status", "lease_expires_at"),
@@ -262,6 +266,8 @@ evidence_packs = Table(
     Column("evidence_collected", Json, nullable=False),
     Column("evidence_missing", Json, nullable=False),
     Column("prover_id", String(64), nullable=False),
+    # Files the scope check found outside target_path.
+    Column("unexpected_files", Json, nullable=True),
     # pending | approved | rejected | needs_changes | not_required (failed runs need no review)
     Column("review_state", String(16), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),

@@ -81,7 +81,10 @@ def work_next(
             "it, so call jct_report_progress(task_id, message, progress) every few minutes of long work. If a "
             "call fails with LEASE_EXPIRED, stop: the task went back to the queue.",
             "4. Report each output with jct_report_artifact: the diff as code_patch (a unified diff, media_type "
-            "text/x-diff), test output as log, documentation as doc, findings as report. Keep each artifact_id.",
+            "text/x-diff), test output as log, documentation as doc, findings as report. Keep each artifact_id. "
+            "When the claim carried base_commit, JCT reads the repository itself: commit your work on that commit "
+            "(push it to the repository, or commit it in a local working tree) and report it with "
+            "artifact_type='commit', content='<commit id or branch>'; JCT checks it and reads the files it changed.",
             "5. Complete with jct_complete_task(task_id, success=true, summary, criteria_results=[{criterion: "
             '<index>, status: "satisfied" | "unsatisfied", evidence: [<artifact ids>], note}]). A criterion '
             "counts as satisfied only when it cites an artifact of this run. If you tried and could not do it: "
@@ -114,7 +117,8 @@ JUDGING = [
     "3. Criteria: for each acceptance criterion, open the cited artifacts and decide yourself whether they "
     "show it. A cited artifact that does not show the criterion is not evidence.",
     "4. Read the diff: the code_patch artifact (jct_get_artifact(artifact_id), or the jct://artifacts/<id> "
-    "resource). Does it do what the objective says, and nothing else? Is it correct, tested, safe?",
+    "resource); when the run has a base_commit, the change JCT read in the repository instead (jct_git_diff(run_id) "
+    "or jct://runs/<run_id>/diff). Does it do what the objective says, and nothing else? Is it correct, tested, safe?",
     "5. Decide with jct_submit_review(evidence_pack_id, decision, reason): approved (the objective is met and "
     "the change is sound); needs_changes (fixable: the task is requeued and your reason lands in the next "
     "attempt's briefing, so say exactly what to change and how to show it); rejected (wrong approach or "

@@ -5,7 +5,8 @@ Every section has a character budget; whatever is cut names the tool or resource
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from server.core import results
 from server.core.pages import EvidencePage, Review, RunLine, RunPage, TaskPage
@@ -248,6 +249,12 @@ def run_page(page: RunPage) -> str:
         lines += ["", "## Summary", *block(run.summary, TEXT_CHARS, pointer)]
     if run.failure:
         lines += ["", "## Failure", compact_json(run.failure, TEXT_CHARS // 2, pointer)]
+    if run.base_commit is not None:
+        lines += [
+            "",
+            "## Change read by JCT in the repository",
+            *files_changed(run.run_id, run.base_commit, run.files_changed),
+        ]
     lines += ["", f"## Artifacts ({len(page.artifacts)})"]
     artifacts = [
         f"- {line(a.title, 80)} ({a.type}, {line(a.media_type, 60)}, {_size(a.size_bytes)}) — "
@@ -268,6 +275,26 @@ def run_page(page: RunPage) -> str:
     if run.telemetry:
         lines += ["", "## Telemetry", compact_json(run.telemetry, 400, pointer)]
     return page_text(lines, pointer)
+
+
+def files_changed(run_id: str, base: str, read: Mapping[str, Any] | None) -> list[str]:
+    """The files a run changed as JCT read them: path, status, lines added and removed; the diff's URI."""
+    diff = f"{run_uri(run_id)}/diff"
+    if read is None:
+        return [f"Base commit `{base[:12]}` (recorded at claim); files are read at completion. Diff: {diff}"]
+    head = read.get("head")
+    where = f"`{str(head)[:12]}`" if head else "the working tree"
+    tree = " plus what is not committed yet" if read.get("working_tree") and head else ""
+    rows = [
+        f"- {line(str(f['path']), 160)} ({f['status']}"
+        + (f" from {line(str(f['old_path']), 120)}" if f.get("old_path") else "")
+        + (f", +{f['added']} -{f['removed']}" if f.get("added") is not None else ", binary")
+        + ")"
+        for f in read.get("files", [])
+    ]
+    more = ["(the list was cut: too many files)"] if read.get("truncated") else []
+    head_line = f"`{base[:12]}` to {where}{tree}: {len(rows)} file(s). Diff: {diff}"
+    return [head_line, *(fit(rows, ARTIFACTS_CHARS, f"read {diff}") if rows else ["No file changed."]), *more]
 
 
 def evidence_page(page: EvidencePage) -> str:
@@ -298,6 +325,11 @@ def evidence_page(page: EvidencePage) -> str:
         note = f" — note: {line(c.note, 200)}" if c.note else ""
         criteria.append(f"- **{c.status}** · {line(c.criterion, 200)} — {cited}{note}")
     lines += fit(criteria, CHECKS_CHARS, pointer) if criteria else ["The task had no acceptance criteria."]
+    if pack.unexpected_files:
+        lines += ["", "## Files outside target_path", *fit(bullets(pack.unexpected_files), 1_000, pointer)]
+    if page.files_changed is not None:
+        base = str(page.files_changed.get("base", ""))
+        lines += ["", "## Change read by JCT in the repository", *files_changed(pack.run_id, base, page.files_changed)]
     if pack.evidence_missing:
         lines += ["", "## Missing evidence", *fit(bullets(pack.evidence_missing), 800, pointer)]
     if pack.evidence_collected:

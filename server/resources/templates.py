@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 
 from server import sdk, uris
-from server.core import catalog, mission_status, pages, queue, review
+from server.core import catalog, history, mission_status, pages, queue, review
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
@@ -25,6 +25,7 @@ MARKDOWN = "text/markdown"
 URI_LIST = "text/uri-list"
 QUEUE_SHOWN = 50
 REVIEWS_SHOWN = 25
+RUN_DIFF_CHARS = 50_000
 
 TASK = uris.TEMPLATES["Task"]
 ISSUE = uris.TEMPLATES["Issue"]
@@ -39,6 +40,7 @@ COMPLETERS: dict[str, tuple[str, EntityKind]] = {
     TASK: ("task_id", EntityKind.TASK),
     ISSUE: ("issue_id", EntityKind.ISSUE),
     RUN: ("run_id", EntityKind.RUN),
+    uris.RUN_DIFF: ("run_id", EntityKind.RUN),
     EVIDENCE: ("evidence_pack_id", EntityKind.EVIDENCE_PACK),
     ARTIFACT: ("artifact_id", EntityKind.ARTIFACT),
     MISSION: ("mission_id", EntityKind.MISSION),
@@ -85,6 +87,10 @@ class MediaTypedTemplate(ResourceTemplate):
         return TextResource(
             uri=uri, name=self.name, title=self.title, description=self.description, mime_type=media_type, text=text
         )
+
+
+async def _raise(exc: JctError) -> str:
+    raise exc
 
 
 def register(server: MCPServer[Any], core: Core) -> None:
@@ -154,6 +160,22 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
     )
     async def read_run(run_id: str) -> str:
         return render.run_page(await _guard(uris.run(run_id), pages.run_page(core, run_id)))
+
+    @server.resource(
+        uris.RUN_DIFF,
+        name="run diff",
+        title="Run diff",
+        description="What a run changed, read by JCT in the task's repository: base_commit to the reported commit.",
+        mime_type="text/x-diff",
+    )
+    async def read_run_diff(run_id: str) -> str:
+        try:
+            read = await history.run_diff(core, run_id, max_chars=RUN_DIFF_CHARS)
+        except JctError as exc:
+            if exc.code in (ErrorCode.REPO_NOT_AVAILABLE, ErrorCode.COMMIT_NOT_FOUND):
+                return f"# JCT has no diff of this run: {exc.message}\n# {exc.suggestion}\n"
+            return await _guard(uris.run_diff(run_id), _raise(exc))
+        return f"# {read.repo}: {read.base} .. {read.head or 'the working tree'}\n{read.text}"
 
     @server.resource(
         EVIDENCE,

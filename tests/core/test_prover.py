@@ -454,3 +454,30 @@ def test_resolve_claims_with_no_criteria_says_so() -> None:
     with pytest.raises(JctError) as caught:
         resolve_claims((), [{"criterion": 0, "status": "satisfied"}])
     assert "no acceptance criteria" in caught.value.suggestion
+
+
+# --- verifiable tasks: the files JCT read, not the pasted diff ----------------------------
+
+
+def test_a_verifiable_task_is_scoped_by_the_files_jct_read_not_by_the_pasted_diff() -> None:
+    evidence = prove(make_input(verifiable=True, files_changed=("src/app.py", "deploy/secrets.env")))
+    assert check(evidence, "scope").passed is False
+    assert evidence.unexpected_files == ("deploy/secrets.env",)
+    assert "read by JCT in the repository" in check(evidence, "scope").detail
+    assert evidence.verdict == "fail"
+
+
+def test_a_verifiable_task_with_nothing_read_leaves_scope_unchecked_whatever_was_pasted() -> None:
+    evidence = prove(make_input(verifiable=True, change_note="nothing verified to read: no commit was reported"))
+    assert check(evidence, "scope").passed is None
+    assert check(evidence, "scope").detail == "nothing verified to read: no commit was reported"
+    pasted = prove(make_input(verifiable=True, artifacts=(ProverArtifact("p", "code_patch", "x", PATCH_OUTSIDE),)))
+    assert check(pasted, "scope").passed is None
+
+
+def test_a_verified_commit_is_the_required_evidence_of_a_change() -> None:
+    evidence = prove(make_input(artifacts=(PASSING_LOG,), verified_commits=("ab" * 20,), operation="docs"))
+    assert check(evidence, "required_evidence").passed is True
+    assert check(evidence, "required_evidence").detail == "verified commit abababababab"
+    unverified = prove(make_input(artifacts=(PASSING_LOG,), operation="docs"))
+    assert check(unverified, "required_evidence").passed is False

@@ -342,6 +342,7 @@ async def test_templates_are_listed(client: Client) -> None:
         "jct://tasks/{task_id}",
         "jct://issues/{issue_id}",
         "jct://runs/{run_id}",
+        "jct://runs/{run_id}/diff",
         "jct://evidence/{evidence_pack_id}",
         "jct://artifacts/{artifact_id}",
         "jct://missions/{mission_id}",

@@ -34,6 +34,9 @@ OBSERVE_TOOLS = {
     "jct_get_artifact",
     "jct_get_audit_trail",
     "jct_queue_stats",
+    "jct_git_log",
+    "jct_git_diff",
+    "jct_git_show",
 }
 REVIEW_TOOLS = {"jct_list_pending_reviews", "jct_submit_review"}
 ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task", "jct_cancel_mission"}

@@ -16,6 +16,9 @@ pytestmark = pytest.mark.anyio
 
 SNAPSHOT = Path(__file__).with_name("tools_snapshot.json")
 READS = {
+    "jct_git_log",
+    "jct_git_diff",
+    "jct_git_show",
     "jct_get_mission",
     "jct_list_missions",
     "jct_list_workflows",
@@ -72,7 +75,7 @@ async def test_tools_list_matches_the_committed_snapshot(connect: ClientFactory)
 async def test_reads_are_read_only_and_only_what_cannot_be_undone_is_destructive(connect: ClientFactory) -> None:
     async with connect() as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == 24
+    assert len(tools) == 27
     for tool in tools:
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is (tool.name in READS), tool.name

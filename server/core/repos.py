@@ -1,0 +1,201 @@
+"""Which repositories JCT may read, and where they are (DESIGN section 13).
+
+A task is **verifiable** when JCT can read its `target_repo` itself:
+
+- its name starts with a `JCT_REPOS` prefix: the rest of the name is a repository under that location (a
+  local directory of repositories, read in place, or a git URL fetched into `$JCT_HOME/git`);
+- or, with `JCT_AUTH=none` only (one developer, local sessions), it is the absolute path of a local git
+  working tree, whose uncommitted changes count too.
+
+JCT reads nothing outside those places: a repository's path is resolved (symlinks followed) and must stay
+under its configured location. With tokens on, a `target_repo` that is a local path is refused at enqueue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from server.config import Settings, is_git_url
+from server.core import gitcli
+from server.errors import ErrorCode, JctError
+
+# One segment of the part of a repository name below its prefix: no option, no hidden name, no '..'.
+_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
+# A fetched repository is fetched again only after this many seconds (several reads share one fetch).
+REFETCH_SECONDS = 2.0
+
+
+def looks_local(target_repo: str) -> bool:
+    """A target_repo that names a place on the server's disk rather than a repository name."""
+    repo = target_repo.strip()
+    return (
+        repo.startswith(("/", "~", "./", "../", "\\"))
+        or repo.lower().startswith("file:")
+        or re.match(r"^[A-Za-z]:[\\/]", repo) is not None
+        or repo in (".", "..")
+    )
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one verifiable repository is read."""
+
+    name: str
+    repo: gitcli.Repo
+    # Everything read lies under this directory (its real path).
+    root: Path
+    # Fetched from here into repo.path (JCT's cache), or None for a repository read in place.
+    url: str | None = None
+    # A local working tree (JCT_AUTH=none): its uncommitted changes are part of the run's change.
+    local_tree: bool = False
+
+
+@dataclass
+class Repos:
+    settings: Settings
+    _locks: dict[str, anyio.Lock] = field(default_factory=dict)
+    _fetched: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def timeout(self) -> float:
+        return self.settings.git_timeout_seconds
+
+    @property
+    def cache(self) -> Path:
+        return self.settings.home / "git"
+
+    def place_of_any(self) -> bool:
+        """Whether any task can be verifiable here (JCT_REPOS set, or local working trees allowed)."""
+        return bool(self.settings.repos) or self.settings.auth == "none"
+
+    def place(self, target_repo: str) -> Place | None:
+        """Where `target_repo` is read, or None when the task is not verifiable. Touches no disk."""
+        name = target_repo.strip()
+        for prefix, location in self.settings.repo_locations:
+            if name.startswith(prefix):
+                return self._configured(name, name[len(prefix) :], location)
+        if self.settings.auth == "none" and name.startswith("/"):
+            path = Path(name)
+            return Place(name, gitcli.Repo(path, worktree=True), path, local_tree=True)
+        return None
+
+    def _configured(self, name: str, rest: str, location: str) -> Place:
+        segments = [s for s in rest.strip("/").split("/") if s]
+        if not all(_SEGMENT.match(s) for s in segments):
+            raise JctError(
+                ErrorCode.REPO_NOT_AVAILABLE,
+                f"Repository name {name!r} has a part JCT will not read (a '..', a hidden or option-like name).",
+                "Use the repository's plain name under its configured prefix (JCT_REPOS).",
+            )
+        if is_git_url(location):
+            url = location.rstrip("/") + ("/" + "/".join(segments) if segments else "")
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(segments) or "repo")[:60]
+            digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+            cache = self.cache / f"{slug}-{digest}.git"
+            return Place(name, gitcli.Repo(cache), self.cache, url=url)
+        root = Path(location).expanduser()
+        path = root.joinpath(*segments) if segments else root
+        return Place(name, gitcli.Repo(path), root)
+
+    async def open(self, target_repo: str, *, max_age: float | None = 0.0) -> Place | None:
+        """The place of a verifiable repository, checked readable; a URL's is fetched first unless it was
+        fetched less than `max_age` seconds ago (None: only when JCT has no copy yet). None when the task is
+        not verifiable. REPO_NOT_AVAILABLE when JCT cannot read it."""
+        place = self.place(target_repo)
+        if place is None:
+            return None
+        if place.url is not None:
+            await self._fetch(place, max_age=max_age)
+            return place
+        checked = await anyio.to_thread.run_sync(_confined, place)
+        return checked
+
+    async def _fetch(self, place: Place, *, max_age: float | None) -> None:
+        assert place.url is not None
+        key = str(place.repo.path)
+        lock = self._locks.setdefault(key, anyio.Lock())
+        async with lock:
+            age = time.monotonic() - self._fetched.get(key, float("-inf"))
+            have = (place.repo.path / "HEAD").is_file()
+            if have and (max_age is None or age < max_age):
+                return
+            try:
+                await gitcli.fetch(
+                    place.repo, place.url, within=self.timeout, max_bytes=self.settings.git_fetch_max_bytes
+                )
+            except gitcli.GitError as exc:
+                raise unavailable(place.name, str(exc)) from None
+            self._fetched[key] = time.monotonic()
+
+
+def _confined(place: Place) -> Place:
+    """Resolve a repository read in place (symlinks followed) and check it lies under its location and is
+    a git repository: a bare one, or a working tree with its `.git` directory."""
+    path = place.repo.path
+    if not place.local_tree and not path.exists() and path.with_name(path.name + ".git").exists():
+        path = path.with_name(path.name + ".git")  # myorg/api read from <location>/api.git
+    try:
+        root = place.root.resolve(strict=True)
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise unavailable(place.name, "there is no such directory") from None
+    if not real.is_relative_to(root):
+        raise unavailable(place.name, "it leads outside its configured location (a symlink?)")
+    git_dir = real / ".git"
+    if git_dir.is_symlink() or git_dir.is_file():
+        # A .git file or link points somewhere else (a linked worktree, a submodule): read it only when that
+        # place is itself under the location.
+        target = _gitdir_of(git_dir)
+        if target is None or not (place.local_tree or target.is_relative_to(root)):
+            raise unavailable(place.name, "its .git leads outside its configured location")
+        return Place(place.name, gitcli.Repo(real, worktree=True), root, local_tree=place.local_tree)
+    if git_dir.is_dir():
+        _objects_inside(place, git_dir, root)
+        return Place(place.name, gitcli.Repo(real, worktree=True), root, local_tree=place.local_tree)
+    if place.local_tree:
+        raise unavailable(place.name, "it is not a git working tree")
+    if (real / "HEAD").is_file() and (real / "objects").is_dir():
+        _objects_inside(place, real, root)
+        return Place(place.name, gitcli.Repo(real), root)
+    raise unavailable(place.name, "it is not a git repository")
+
+
+def _objects_inside(place: Place, git_dir: Path, root: Path) -> None:
+    """A repository whose object store is a link elsewhere would make JCT read outside its location."""
+    if place.local_tree:
+        return
+    if not (git_dir / "objects").resolve().is_relative_to(root):
+        raise unavailable(place.name, "its object store leads outside its configured location")
+
+
+def _gitdir_of(dot_git: Path) -> Path | None:
+    try:
+        if dot_git.is_symlink():
+            return dot_git.resolve(strict=True)
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+    except (OSError, RuntimeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = Path(text.removeprefix("gitdir:").strip())
+    if not target.is_absolute():
+        target = dot_git.parent / target
+    try:
+        return target.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+
+
+def unavailable(name: str, why: str) -> JctError:
+    return JctError(
+        ErrorCode.REPO_NOT_AVAILABLE,
+        f"JCT cannot read repository {name!r}: {why}.",
+        "Check that the repository exists at its configured location (JCT_REPOS) and that JCT may read it, "
+        "or push your work there; then call again.",
+    )

@@ -1,0 +1,59 @@
+"""Real git repositories made in a test: a tiny helper over the git CLI (no mocked git)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+    "GIT_AUTHOR_NAME": "Ada",
+    "GIT_AUTHOR_EMAIL": "ada@example.com",
+    "GIT_COMMITTER_NAME": "Ada",
+    "GIT_COMMITTER_EMAIL": "ada@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, env=ENV, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+class Work:
+    """A working tree with a `main` branch and one first commit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+        git(path, "init", "--quiet", "--initial-branch=main")
+        self.write("README.md", "hello\n")
+        self.write("src/app.py", "print('hi')\n")
+        self.commit("first")
+
+    def write(self, name: str, text: str | bytes) -> Path:
+        target = self.path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            target.write_bytes(text)
+        else:
+            target.write_text(text)
+        return target
+
+    def commit(self, message: str) -> str:
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "--quiet", "--allow-empty", "-m", message)
+        return self.head()
+
+    def head(self, ref: str = "HEAD") -> str:
+        return git(self.path, "rev-parse", ref)
+
+    def git(self, *args: str) -> str:
+        return git(self.path, *args)
+
+
+def bare_clone(source: Path, target: Path) -> Path:
+    git(source.parent, "clone", "--quiet", "--bare", str(source), str(target))
+    return target

@@ -1,0 +1,170 @@
+"""The git access layer on real repositories: what it reads, what it refuses, and its caps."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from server.config import Settings
+from server.core import gitcli
+from server.core.repos import Repos, looks_local
+from server.errors import ErrorCode, JctError
+from tests.git.repo import Work, bare_clone
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("ref", ["-n", "--output=/tmp/x", "main..evil", "a/../b", "HEAD@{1}", "x:y", "a b", ""])
+def test_refs_that_could_be_options_or_ranges_are_refused(ref: str) -> None:
+    with pytest.raises(JctError) as caught:
+        gitcli.check_ref(ref)
+    assert caught.value.code == ErrorCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("ref", ["main", "feature/x", "v1.2", "HEAD~2", "main^", "0" * 40])
+def test_plain_refs_pass(ref: str) -> None:
+    assert gitcli.check_ref(ref) == ref
+
+
+@pytest.mark.parametrize("path", ["../etc/passwd", "src/../../x", "/etc/passwd", "~/x", "C:/x", "a\x00b"])
+def test_paths_outside_the_repository_are_refused(path: str) -> None:
+    with pytest.raises(JctError) as caught:
+        gitcli.check_path(path)
+    assert caught.value.code == ErrorCode.INVALID_ARGUMENT
+
+
+def test_paths_are_normalised() -> None:
+    assert gitcli.check_path("./src//app.py") == "src/app.py"
+    assert gitcli.check_path("") == ""
+
+
+def test_local_paths_are_recognised() -> None:
+    assert looks_local("/home/me/proj")
+    assert looks_local("file:///srv/x")
+    assert looks_local("../x")
+    assert not looks_local("myorg/api")
+
+
+async def test_resolve_and_ancestry_on_a_real_repository(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    base = work.head()
+    work.write("src/app.py", "print('bye')\n")
+    head = work.commit("second")
+    repo = gitcli.Repo(work.path, worktree=True)
+    assert await gitcli.resolve(repo, "main", within=10) == head
+    assert await gitcli.resolve(repo, "nope", within=10) is None
+    assert await gitcli.is_ancestor(repo, base, head, within=10)
+    assert not await gitcli.is_ancestor(repo, head, base, within=10)
+    changes, cut = await gitcli.changed_files(repo, base, head, within=10)
+    assert not cut
+    assert [c.as_dict() for c in changes] == [{"path": "src/app.py", "status": "M", "added": 1, "removed": 1}]
+
+
+async def test_output_past_its_cap_is_cut_and_marked(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    work.write("big.txt", "line\n" * 10_000)
+    work.commit("big")
+    out = await gitcli.git(gitcli.Repo(work.path, worktree=True), "show", "HEAD:big.txt", within=10, max_bytes=100)
+    assert out.truncated
+    assert len(out.stdout) == 100
+
+
+async def test_a_command_past_its_timeout_raises(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    with pytest.raises(gitcli.GitTimeout):
+        await gitcli.git(gitcli.Repo(work.path, worktree=True), "log", within=1e-9)
+
+
+async def test_the_repository_config_runs_no_program(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    marker = tmp_path / "ran"
+    work.git("config", "core.fsmonitor", f"touch {marker}; false")
+    work.git("config", "diff.external", f"sh -c 'touch {marker}'")
+    work.write("src/app.py", "changed\n")
+    repo = gitcli.Repo(work.path, worktree=True)
+    changes, _ = await gitcli.changed_files(repo, work.head(), None, within=10)
+    assert [c.path for c in changes] == ["src/app.py"]
+    await gitcli.git(repo, "diff", "--no-ext-diff", within=10)
+    assert not marker.exists()
+
+
+def settings(tmp_path: Path, **overrides: object) -> Settings:
+    return Settings(home=tmp_path / "home", database_url="sqlite:///x.db", **overrides)  # type: ignore[arg-type]
+
+
+async def test_a_configured_directory_of_repositories_is_read_in_place(tmp_path: Path) -> None:
+    work = Work(tmp_path / "src" / "api")
+    bare_clone(work.path, tmp_path / "team" / "api.git")
+    repos = Repos(settings(tmp_path, repos=[f"myorg/={tmp_path / 'team'}"]))
+    place = await repos.open("myorg/api")
+    assert place is not None
+    assert await gitcli.resolve(place.repo, "main", within=10) == work.head()
+    assert await repos.open("other/api") is None
+
+
+async def test_a_symlink_out_of_the_location_is_refused(tmp_path: Path) -> None:
+    outside = Work(tmp_path / "outside")
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "api").symlink_to(outside.path)
+    repos = Repos(settings(tmp_path, repos=[f"myorg/={tmp_path / 'team'}"]))
+    with pytest.raises(JctError) as caught:
+        await repos.open("myorg/api")
+    assert caught.value.code == ErrorCode.REPO_NOT_AVAILABLE
+    assert "outside" in caught.value.message
+
+
+@pytest.mark.parametrize("name", ["myorg/../outside", "myorg/-x", "myorg/.git"])
+async def test_names_that_climb_or_hide_are_refused(tmp_path: Path, name: str) -> None:
+    repos = Repos(settings(tmp_path, repos=[f"myorg/={tmp_path / 'team'}"]))
+    with pytest.raises(JctError) as caught:
+        await repos.open(name)
+    assert caught.value.code == ErrorCode.REPO_NOT_AVAILABLE
+
+
+async def test_a_git_url_is_fetched_into_the_cache_and_follows_a_force_push(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    remote = bare_clone(work.path, tmp_path / "remote" / "api.git")
+    repos = Repos(settings(tmp_path, repos=[f"myorg/=file://{tmp_path / 'remote'}"]))
+    repos_url = f"file://{remote}"
+    place = await repos.open("myorg/api.git")
+    assert place is not None
+    assert place.url == repos_url
+    assert place.repo.path.is_relative_to(tmp_path / "home" / "git")
+    assert await gitcli.resolve(place.repo, "main", within=10) == work.head()
+    # Rewrite history and force-push: the cache follows.
+    work.git("commit", "--quiet", "--amend", "-m", "rewritten")
+    work.git("push", "--quiet", "--force", str(remote), "main")
+    place = await repos.open("myorg/api.git")
+    assert place is not None
+    assert await gitcli.resolve(place.repo, "main", within=10) == work.head()
+
+
+async def test_a_fetch_past_its_size_cap_fails(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    work.write("blob.bin", os.urandom(3 * 1024 * 1024))
+    work.commit("big")
+    bare_clone(work.path, tmp_path / "remote" / "api.git")
+    repos = Repos(settings(tmp_path, repos=[f"myorg/=file://{tmp_path / 'remote'}"], git_fetch_max_bytes=1024 * 1024))
+    with pytest.raises(JctError) as caught:
+        await repos.open("myorg/api.git")
+    assert caught.value.code == ErrorCode.REPO_NOT_AVAILABLE
+    assert "cap" in caught.value.message
+
+
+async def test_a_local_working_tree_only_without_tokens(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    place = await Repos(settings(tmp_path)).open(str(work.path))
+    assert place is not None
+    assert place.local_tree
+    assert await Repos(settings(tmp_path, auth="token")).open(str(work.path)) is None
+
+
+def test_jct_repos_must_be_pairs_of_prefix_and_location(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="prefix=location"):
+        settings(tmp_path, repos=["myorg/"])
+    with pytest.raises(ValueError, match="neither"):
+        settings(tmp_path, repos=["myorg/=relative/dir"])
+    with pytest.raises(ValueError, match="fetches only"):
+        settings(tmp_path, repos=["myorg/=ftp://example.com/x"])
