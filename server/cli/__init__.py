@@ -1,15 +1,15 @@
 """The `jct` command: serve over HTTP or stdio, administer the database, and work the queue by hand.
 
 The command table is here; each command lives with its concern: `serve`, `admin` (db, config, token),
-`queue` (the queue by hand), `missions` (plan, list, show), `render` (how they print) and `common` (settings,
-failures, `run_core`).
+`queue` (the queue by hand), `missions` (plan, list, show), `operators` (cancel, requeue, priority, agents,
+stuck, audit), `render` (how they print) and `common` (settings, failures, `run_core`).
 """
 
 from __future__ import annotations
 
 import typer
 
-from server.cli import admin, missions, queue, serve
+from server.cli import admin, missions, operators, queue, serve
 
 app = typer.Typer(
     help="JCT: a shared work queue for coding agents, served over MCP.",
@@ -27,6 +27,12 @@ app.command("review")(queue.review_command)
 app.command()(missions.plan)
 app.command("missions")(missions.missions_command)
 app.command()(missions.mission)
+app.command("cancel")(operators.cancel_command)
+app.command()(operators.requeue)
+app.command()(operators.priority)
+app.command()(operators.agents)
+app.command()(operators.stuck)
+app.command()(operators.audit)
 
 db_app = typer.Typer(help="Database administration.", no_args_is_help=True)
 db_app.command("upgrade")(admin.db_upgrade)

@@ -11,16 +11,16 @@ from mcp.server import MCPServer
 from server import sdk
 from server.core.service import Core
 from server.identity import Identity
-from server.tools import admin, missions, observe, review, worker
+from server.tools import admin, missions, observe, operators, review, worker
 
 Register = Callable[[MCPServer[Any], Core, Identity], None]
 # Each toolset's tools, by module: one module per toolset, plus a feature's tools in the toolsets they belong to.
 TOOLSETS: dict[str, tuple[Register, ...]] = {
     "worker": (worker.register,),
     "plan": (missions.register_plan,),
-    "observe": (observe.register, missions.register_observe),
+    "observe": (observe.register, missions.register_observe, operators.register_observe),
     "review": (review.register,),
-    "admin": (admin.register, missions.register_admin),
+    "admin": (admin.register, missions.register_admin, operators.register_admin),
 }
 
 
