@@ -90,7 +90,7 @@ def build_ui(
             "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
             "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
             "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
+            "Referrer-Policy": "same-origin",  # "no-referrer" would make form posts send `Origin: null`
             "Cache-Control": "no-store",
         }
         return HTMLResponse(html, status_code=code, headers=headers)
