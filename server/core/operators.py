@@ -296,6 +296,33 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
     return r.StuckList(items=items, count=len(items))
 
 
+THROUGHPUT_PAGE = 500
+
+
+async def throughput(core: Core, *, window_seconds: int = 3600, buckets: int = 12) -> r.Throughput:
+    """Tasks completed and failed in each of `buckets` intervals of the last `window_seconds`. Each action's
+    rows are walked newest first a page at a time and the walk stops at the window's start, so the cost is
+    what ended within the window, never the size of the log."""
+    size = window_seconds // buckets
+    counts = {AuditAction.TASK_COMPLETED: [0] * buckets, AuditAction.TASK_FAILED: [0] * buckets}
+    async with core.db.read() as conn:
+        now = await q.clock(conn, core.now())
+        start = now - timedelta(seconds=window_seconds)
+        for action, series in counts.items():
+            before = None
+            while True:
+                rows = await q.recent_of_action(conn, action.value, before, THROUGHPUT_PAGE)
+                for row in rows:
+                    if row["ts"] >= start:
+                        series[min(buckets - 1, int((row["ts"] - start).total_seconds()) // size)] += 1
+                if len(rows) < THROUGHPUT_PAGE or rows[-1]["ts"] < start:
+                    break
+                before = rows[-1]["id"]
+    return r.Throughput(
+        bucket_seconds=size, completed=counts[AuditAction.TASK_COMPLETED], failed=counts[AuditAction.TASK_FAILED]
+    )
+
+
 def _at(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 

@@ -583,3 +583,11 @@ class StuckItem(BaseModel):
 class StuckList(Ok):
     items: list[StuckItem]
     count: int
+
+
+class Throughput(BaseModel):
+    """Tasks that ended in each interval of the last hour, oldest interval first."""
+
+    bucket_seconds: int
+    completed: list[int]
+    failed: list[int]

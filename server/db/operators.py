@@ -191,3 +191,14 @@ async def search_audit(
         conditions.append(log.id < before_id)
     query = select(t.audit_log).where(and_(True, *conditions)).order_by(log.id.desc()).limit(limit)
     return (await conn.execute(query)).mappings().all()
+
+
+async def recent_of_action(
+    conn: AsyncConnection, action: str, before_id: int | None, limit: int
+) -> Sequence[RowMapping]:
+    """One page of an action's audit rows (id, ts), newest first, below `before_id` (ix_audit_log_action_id)."""
+    log = t.audit_log.c
+    query = select(log.id, log.ts).where(log.action == action)
+    if before_id is not None:
+        query = query.where(log.id < before_id)
+    return (await conn.execute(query.order_by(log.id.desc()).limit(limit))).mappings().all()

@@ -157,6 +157,7 @@ def build_ui(
         missions = await mission_status.list_missions(core, limit=10)
         reviews = await review.list_pending_reviews(core, limit=5)
         oldest = await queue.list_tasks(core, status="queued", limit=1)
+        flow = await operators.throughput(core)
         return render(
             request,
             viewer,
@@ -167,6 +168,8 @@ def build_ui(
             missions=missions,
             reviews=reviews,
             oldest=oldest.tasks[0] if oldest.tasks else None,
+            flow=flow,
+            peak=max([done + failed for done, failed in zip(flow.completed, flow.failed, strict=True)] + [1]),
         )
 
     async def queue_page(request: Request, viewer: Viewer) -> Response:

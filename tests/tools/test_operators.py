@@ -256,3 +256,19 @@ async def test_search_audit_filters_and_pages_newest_first(connect: ClientFactor
         for bad in ({"action": "task.exploded"}, {"entity_kind": "Planet"}, {"since": "yesterday"}, {"cursor": "xyz"}):
             refused = await error(bob, "jct_search_audit", **bad)
             assert refused["code"] == "INVALID_ARGUMENT", bad
+
+
+async def test_throughput_counts_what_ended_in_the_last_hour(agent: Client, core: Core) -> None:
+    from server.core import operators
+
+    await failed_task(agent, "one")
+    for objective in ("two", "three"):
+        task_id = await enqueue(agent, objective)
+        claim = await ok(agent, "jct_claim_task", task_id=task_id)
+        run = {"task_id": task_id, "run_id": claim["run_id"]}
+        await ok(agent, "jct_report_artifact", **run, title="Diff", artifact_type="code_patch", content=PATCH)
+        await ok(agent, "jct_complete_task", **run, success=True, summary="done")
+    flow = await operators.throughput(core)
+    assert (len(flow.completed), flow.bucket_seconds) == (12, 300)
+    assert (sum(flow.completed), sum(flow.failed)) == (2, 1)
+    assert flow.completed[-1] == 2  # the newest interval, on the right

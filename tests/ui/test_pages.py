@@ -99,6 +99,9 @@ async def test_every_page_answers_and_escapes_agent_text(
         assert "<script>alert" not in response.text, path
         assert "onerror=alert" not in response.text.replace("onerror=alert(1)&gt;", ""), path
         assert "default-src 'self'" in response.headers["content-security-policy"]
+    overview = (await http.get("/ui/")).text
+    assert "1 completed, 0 failed" in overview  # the throughput chart's caption
+    assert overview.count('<rect class="bar-done"') == 12
     task_page = (await http.get(f"/ui/tasks/{ids['hostile']}")).text
     assert "&lt;script&gt;alert(&#34;owned&#34;)&lt;/script&gt;" in task_page
     assert '<span class="add">+new</span>' in (await http.get(f"/ui/artifacts/{ids['artifact']}")).text
