@@ -119,20 +119,19 @@ def build_ui(
                     if refusal is not None:
                         return problem(request, viewer, *refusal)
                 return await handler(request, viewer)
-            except JctError as exc:
-                # An id in the path that is not one JCT made names nothing: as unknown as a well-formed one.
-                malformed = exc.code is ErrorCode.INVALID_ARGUMENT and bool(request.path_params)
-                missing = (exc.code in NOT_FOUND or malformed) and request.method == "GET"
-                status = 404 if missing else 403 if exc.code is ErrorCode.PERMISSION_DENIED else 400
-                title = "Not found" if status == 404 else exc.code.value
-                return problem(request, viewer, status, title, exc.message, exc.suggestion)
-            except Exception as exc:
-                failure = world_failure(exc)
-                if failure is None:
+            except Exception as caught:
+                exc = _first(caught)
+                if isinstance(exc, JctError):
+                    # An id in the path that is not one JCT made names nothing: as unknown as a well-formed one.
+                    malformed = exc.code is ErrorCode.INVALID_ARGUMENT and bool(request.path_params)
+                    missing = (exc.code in NOT_FOUND or malformed) and request.method == "GET"
+                    status = 404 if missing else 403 if exc.code is ErrorCode.PERMISSION_DENIED else 400
+                    title = "Not found" if status == 404 else exc.code.value
+                    return problem(request, viewer, status, title, exc.message, exc.suggestion)
+                if world_failure(exc) is None:
                     raise
-                return problem(
-                    request, None, 503, "Unavailable", "JCT cannot reach its database right now.", "Retry soon."
-                )
+                message = "JCT cannot reach its database right now; nothing was changed."
+                return problem(request, None, 503, "Unavailable", message, "Retry in a few seconds.")
 
         return endpoint
 
@@ -151,13 +150,23 @@ def build_ui(
     # --- pages -------------------------------------------------------------------------------------
 
     async def overview(request: Request, viewer: Viewer) -> Response:
-        stats = await queue.queue_stats(core)
-        stuck = await operators.list_stuck(core, limit=10)
-        agents = await operators.list_agents(core)
-        missions = await mission_status.list_missions(core, limit=10)
-        reviews = await review.list_pending_reviews(core, limit=5)
-        oldest = await queue.list_tasks(core, status="queued", limit=1)
-        flow = await operators.throughput(core)
+        # Independent reads, each its own short transaction: run side by side.
+        parts: dict[str, Any] = {}
+
+        async def fetch(name: str, read: Awaitable[Any]) -> None:
+            parts[name] = await read
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fetch, "stats", queue.queue_stats(core))
+            tg.start_soon(fetch, "stuck", operators.list_stuck(core, limit=10))
+            tg.start_soon(fetch, "agents", operators.list_agents(core))
+            tg.start_soon(fetch, "missions", mission_status.list_missions(core, limit=10))
+            tg.start_soon(fetch, "reviews", review.list_pending_reviews(core, limit=5))
+            tg.start_soon(fetch, "oldest", queue.list_tasks(core, status="queued", limit=1))
+            tg.start_soon(fetch, "flow", operators.throughput(core))
+        stats, stuck, agents, missions, reviews, oldest, flow = (
+            parts[name] for name in ("stats", "stuck", "agents", "missions", "reviews", "oldest", "flow")
+        )
         return render(
             request,
             viewer,
@@ -411,6 +420,13 @@ def build_ui(
         Route("/{rest:path}", page(lambda request, viewer: not_found(request))),
     ]
     return Starlette(routes=routes)
+
+
+def _first(exc: Exception) -> Exception:
+    """The exception itself, or the first one a task group wrapped (the overview reads side by side)."""
+    while isinstance(exc, ExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 async def _event(send: Send, body: bytes) -> None:
