@@ -183,22 +183,27 @@ def build_ui(
 
     async def queue_page(request: Request, viewer: Viewer) -> Response:
         params = request.query_params
-        status = params.get("status") or "queued"
-        operation = params.get("operation") or None
-        cursor = params.get("cursor") or None
-        listing = await queue.list_tasks(core, status=status, operation=operation, limit=PAGE, cursor=cursor)
+        filters = {key: params.get(key) or None for key in ("status", "operation", "repo", "mission")}
+        status = filters["status"] or "queued"
+        listing = await queue.list_tasks(
+            core,
+            status=status,
+            operation=filters["operation"],
+            repo=filters["repo"],
+            mission_id=filters["mission"],
+            limit=PAGE,
+            cursor=params.get("cursor") or None,
+        )
         more = None
         if listing.next_cursor:
-            more = "?" + urlencode(
-                {k: v for k, v in (("status", status), ("operation", operation), ("cursor", listing.next_cursor)) if v}
-            )
+            more = "?" + urlencode({**{k: v for k, v in filters.items() if v}, "cursor": listing.next_cursor})
         return render(
             request,
             viewer,
             "queue.html",
             listing=listing,
             status=status,
-            operation=operation or "",
+            filters=filters,
             statuses=STATUSES,
             operations=OPERATIONS,
             more=more,

@@ -106,6 +106,12 @@ async def test_every_page_answers_and_escapes_agent_text(
     assert "&lt;script&gt;alert(&#34;owned&#34;)&lt;/script&gt;" in task_page
     assert '<span class="add">+new</span>' in (await http.get(f"/ui/artifacts/{ids['artifact']}")).text
     assert "Reviewed work" in (await http.get("/ui/reviews")).text
+    everything = (await http.get("/ui/queue?status=all&repo=a/")).text
+    assert "Reviewed work" in everything
+    assert "Reviewed work" not in (await http.get("/ui/queue?status=all&repo=b/")).text
+    in_mission = (await http.get(f"/ui/queue?status=all&mission={ids['mission']}")).text
+    assert ">A<" in in_mission
+    assert "Reviewed work" not in in_mission
 
 
 async def test_unknown_ids_and_bad_filters_get_a_clear_page(
@@ -122,7 +128,13 @@ async def test_unknown_ids_and_bad_filters_get_a_clear_page(
         response = await http.get(path)
         assert response.status_code == 404, path
         assert "<h1>Not found</h1>" in response.text
-    for path in ("/ui/queue?status=sleeping", "/ui/audit?since=yesterday", "/ui/queue?cursor=forged"):
+    for path in (
+        "/ui/queue?status=sleeping",
+        "/ui/audit?since=yesterday",
+        "/ui/queue?cursor=forged",
+        "/ui/queue?mission=nope",
+        "/ui/queue?repo=" + "x" * 600,
+    ):
         response = await http.get(path)
         assert response.status_code == 400, path
         assert "INVALID_ARGUMENT" in response.text
