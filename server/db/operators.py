@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, RowMapping, and_, case, func, or_, select, update
+from sqlalchemy import ColumnElement, RowMapping, and_, case, func, select, union, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
@@ -48,6 +48,11 @@ async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Se
     """Per agent with a run started since `since` or still running: its principal, runs done and failed, last
     start and end, most recently started first (ix_runs_started_at, ix_runs_status_lease_expires_at)."""
     runs = t.runs.c
+    # Two index walks (ix_runs_started_at, ix_runs_status_lease_expires_at) rather than an OR, which would
+    # read every run ever made.
+    recent = union(
+        select(runs.id).where(runs.started_at >= since), select(runs.id).where(runs.status == RunStatus.RUNNING)
+    ).subquery()
     query = (
         select(
             runs.actor_id.label("agent"),
@@ -57,7 +62,7 @@ async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Se
             func.max(runs.started_at).label("last_started"),
             func.max(runs.ended_at).label("last_ended"),
         )
-        .where(or_(runs.started_at >= since, runs.status == RunStatus.RUNNING))
+        .where(runs.id.in_(select(recent.c.id)))
         .group_by(runs.actor_id)
         .order_by(func.max(runs.started_at).desc())
         .limit(limit)
@@ -89,12 +94,13 @@ async def running_claims(conn: AsyncConnection, agents: Sequence[str]) -> Sequen
 
 async def running_runs(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
     """Running runs with their task's budget and the time of their newest progress event, oldest first."""
+    # Per running run, its newest event (ix_run_events_run_id): never a pass over every event.
     last_event = (
-        select(t.run_events.c.run_id, func.max(t.run_events.c.created_at).label("last_event"))
-        .join(t.runs, t.runs.c.id == t.run_events.c.run_id)
-        .where(t.runs.c.status == RunStatus.RUNNING)
-        .group_by(t.run_events.c.run_id)
-        .subquery()
+        select(func.max(t.run_events.c.created_at))
+        .where(t.run_events.c.run_id == t.runs.c.id)
+        .correlate(t.runs)
+        .scalar_subquery()
+        .label("last_event")
     )
     query = (
         select(
@@ -106,10 +112,9 @@ async def running_runs(conn: AsyncConnection, limit: int) -> Sequence[RowMapping
             t.runs.c.requires_human,
             t.tasks.c.objective,
             t.tasks.c.time_budget_seconds,
-            last_event.c.last_event,
+            last_event,
         )
         .join(t.tasks, t.tasks.c.id == t.runs.c.task_id)
-        .outerjoin(last_event, last_event.c.run_id == t.runs.c.id)
         .where(t.runs.c.status == RunStatus.RUNNING)
         .order_by(t.runs.c.started_at, t.runs.c.id)
         .limit(limit)
@@ -118,7 +123,9 @@ async def running_runs(conn: AsyncConnection, limit: int) -> Sequence[RowMapping
 
 
 async def human_blocked_reviews(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
-    """Runs an agent flagged as needing a person, finished and awaiting review."""
+    """Runs an agent flagged as needing a person, finished and awaiting review: a walk of the pending packs
+    (ix_evidence_packs_review_state_created_at), never of every run."""
+    packs = t.evidence_packs
     query = (
         select(
             t.runs.c.id.label("run_id"),
@@ -126,12 +133,13 @@ async def human_blocked_reviews(conn: AsyncConnection, limit: int) -> Sequence[R
             t.runs.c.actor_id,
             t.runs.c.ended_at,
             t.tasks.c.objective,
-            t.evidence_packs.c.id.label("evidence_pack_id"),
+            packs.c.id.label("evidence_pack_id"),
         )
+        .select_from(packs)
+        .join(t.runs, t.runs.c.id == packs.c.run_id)
         .join(t.tasks, t.tasks.c.id == t.runs.c.task_id)
-        .join(t.evidence_packs, t.evidence_packs.c.run_id == t.runs.c.id)
-        .where(t.runs.c.requires_human.is_(True), t.evidence_packs.c.review_state == ReviewState.PENDING)
-        .order_by(t.runs.c.ended_at)
+        .where(packs.c.review_state == ReviewState.PENDING, t.runs.c.requires_human.is_(True))
+        .order_by(packs.c.review_state, packs.c.created_at)
         .limit(limit)
     )
     return (await conn.execute(query)).mappings().all()
