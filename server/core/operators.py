@@ -24,7 +24,7 @@ from server.vocab import EntityKind, IssueStatus, MissionStatus, Priority, TaskS
 REQUEUABLE = (TaskStatus.FAILED, TaskStatus.CANCELLED)
 # What a priority still matters for: work not yet ended.
 REPRIORITISABLE = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
-CLAIMS_SHOWN = 1000
+CLAIMS_SHOWN = 10  # per agent, soonest lease end first
 AGENTS_SHOWN = 200
 RUNNING_SCANNED = 2000
 
@@ -174,8 +174,15 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
         totals = await q.agent_totals(conn, now - timedelta(seconds=active_within_seconds), AGENTS_SHOWN)
         claims = await q.running_claims(conn, [row["agent"] for row in totals]) if totals else []
     held: dict[str, list[r.HeldClaim]] = {}
+    counted: dict[str, int] = {}
     renewed: dict[str, datetime] = {}
-    for claim in claims[:CLAIMS_SHOWN]:
+    for claim in claims:
+        counted[claim["agent"]] = counted.get(claim["agent"], 0) + 1
+        if claim["lease_expires_at"] is not None:
+            last = claim["lease_expires_at"] - lease
+            renewed[claim["agent"]] = max(last, renewed.get(claim["agent"], last))
+        if counted[claim["agent"]] > CLAIMS_SHOWN:
+            continue
         held.setdefault(claim["agent"], []).append(
             r.HeldClaim(
                 task_id=claim["task_id"],
@@ -184,9 +191,6 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
                 lease_expires_at=claim["lease_expires_at"],
             )
         )
-        if claim["lease_expires_at"] is not None:
-            last = claim["lease_expires_at"] - lease
-            renewed[claim["agent"]] = max(last, renewed.get(claim["agent"], last))
     agents = []
     for row in totals:
         seen = [moment for moment in (row["last_started"], row["last_ended"], renewed.get(row["agent"])) if moment]
@@ -194,6 +198,7 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
             r.AgentView(
                 agent=row["agent"],
                 principal=row["principal"] or row["agent"],
+                claims_held=counted.get(row["agent"], 0),
                 claims=held.get(row["agent"], []),
                 last_seen=max(seen) if seen else None,
                 done=int(row["done"] or 0),

@@ -555,7 +555,8 @@ class HeldClaim(BaseModel):
 class AgentView(BaseModel):
     agent: str  # who claimed (actor_id)
     principal: str  # who authenticated (a token's name; `local` without tokens)
-    claims: list[HeldClaim]
+    claims_held: int
+    claims: list[HeldClaim] = Field(description="The first 10 by lease end.")
     last_seen: datetime | None = None
     done: int
     failed: int

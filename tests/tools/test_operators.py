@@ -168,6 +168,7 @@ async def test_list_agents_shows_claims_held_with_lease_ends_and_counts(connect:
         await failed_task(b, "failed by b")
         agents = {agent["agent"]: agent for agent in (await ok(a, "jct_list_agents"))["agents"]}
     assert set(agents) == {"agent-a", "agent-b"}
+    assert agents["agent-a"]["claims_held"] == 1
     (claimed,) = agents["agent-a"]["claims"]
     assert (claimed["task_id"], claimed["run_id"], claimed["objective"]) == (held, claim["run_id"], "held by a")
     assert claimed["lease_expires_at"] == claim["lease_expires_at"]
