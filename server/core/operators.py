@@ -7,7 +7,9 @@ once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from server.core import results as r
@@ -215,90 +217,84 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
     and the action to take. The most urgent kinds come first."""
     check_limit(limit, 200)
     silent = timedelta(seconds=core.settings.stuck_after_seconds)
-    items: list[r.StuckItem] = []
     async with core.db.read() as conn:
         now = await q.clock(conn, core.now())
         running = await q.running_runs(conn, RUNNING_SCANNED)
         humans = await q.human_blocked_reviews(conn, limit)
         failed = await q.failed_dependencies(conn, limit)
-    overdue, over_budget, quiet, flagged = [], [], [], []
+    # Classify every running run first (cheap), then describe only the items shown, most urgent kinds first.
+    found: dict[str, list[tuple[Any, datetime]]] = {kind: [] for kind in RUNNING_KINDS}
     for run in running:
-        base = {
-            "task_id": run["task_id"],
-            "objective": _clip(run["objective"], 200),
-            "run_id": run["run_id"],
-            "agent": run["actor_id"],
-        }
         lease_end = run["lease_expires_at"]
         budget_end = run["started_at"] + timedelta(seconds=int(run["time_budget_seconds"]))
         last = max(run["started_at"], run["last_event"]) if run["last_event"] else run["started_at"]
         if lease_end is not None and lease_end <= now:
-            overdue.append(
-                _stuck(
-                    kind="lease_overdue",
-                    since=lease_end,
-                    reason=f"Its lease ended at {_at(lease_end)} and the run has not been expired yet.",
-                    action="The sweeper requeues it shortly; if it stays, check that a JCT server process is running.",
-                    **base,
-                )
-            )
+            found["lease_overdue"].append((run, lease_end))
         elif run["requires_human"]:
-            flagged.append(
-                _stuck(
-                    kind="human_blocker",
-                    since=last,
-                    reason="The agent reported a blocker only a person can lift.",
-                    action="Read the blocker on the run (jct_get_run), answer the agent, or cancel the task.",
-                    **base,
-                )
-            )
+            found["human_blocker"].append((run, last))
         elif budget_end <= now:
-            over_budget.append(
-                _stuck(
-                    kind="over_budget",
-                    since=budget_end,
-                    reason=f"Running past its time budget of {run['time_budget_seconds']}s since {_at(budget_end)}.",
-                    action="Ask its agent for status; if it is lost, cancel it (jct_cancel_task) and requeue it "
-                    "with feedback (jct_requeue_task).",
-                    **base,
-                )
-            )
+            found["over_budget"].append((run, budget_end))
         elif now - last >= silent:
-            quiet.append(
-                _stuck(
-                    kind="no_progress",
-                    since=last,
-                    reason=f"No progress reported since {_at(last)} ({int((now - last).total_seconds())}s).",
-                    action="Check on its agent; cancel and requeue with feedback if it has stalled.",
-                    **base,
-                )
-            )
-    for pack in humans:
-        flagged.append(
-            _stuck(
-                kind="human_blocker",
-                task_id=pack["task_id"],
-                objective=_clip(pack["objective"], 200),
-                run_id=pack["run_id"],
-                agent=pack["actor_id"],
-                since=pack["ended_at"],
-                reason="Finished with a blocker only a person can lift; never approved automatically.",
-                action=f"Review evidence pack {pack['evidence_pack_id']} (jct_submit_review).",
-            )
-        )
-    blocked = [
-        _stuck(
-            kind="failed_dependency",
-            task_id=row["task_id"],
-            objective=_clip(row["objective"], 200),
-            since=row["queued_at"],
-            reason=f"Waits for task {row['dependency_id']}, which is {row['dependency_status']}.",
-            action=f"Requeue {row['dependency_id']} (jct_requeue_task) or cancel this task (jct_cancel_task).",
-        )
-        for row in failed
-    ]
-    items = [*overdue, *flagged, *over_budget, *quiet, *blocked][:limit]
+            found["no_progress"].append((run, last))
+
+    def described() -> Iterator[r.StuckItem]:
+        for kind in ("lease_overdue", "human_blocker"):
+            yield from (_running_item(kind, run, since, now) for run, since in found[kind])
+        yield from (_human_item(pack) for pack in humans)
+        for kind in ("over_budget", "no_progress"):
+            yield from (_running_item(kind, run, since, now) for run, since in found[kind])
+        yield from (_dependency_item(row) for row in failed)
+
+    items = list(islice(described(), limit))
     return r.StuckList(items=items, count=len(items))
+
+
+RUNNING_KINDS = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
+
+
+def _running_item(kind: str, run: Any, since: datetime, now: datetime) -> r.StuckItem:
+    base = {"task_id": run["task_id"], "objective": _clip(run["objective"], 200), "run_id": run["run_id"]}
+    match kind:
+        case "lease_overdue":
+            reason = f"Its lease ended at {_at(since)} and the run has not been expired yet."
+            action = "The sweeper requeues it shortly; if it stays, check that a JCT server process is running."
+        case "human_blocker":
+            reason = "The agent reported a blocker only a person can lift."
+            action = "Read the blocker on the run (jct_get_run), answer the agent, or cancel the task."
+        case "over_budget":
+            reason = f"Running past its time budget of {run['time_budget_seconds']}s since {_at(since)}."
+            action = (
+                "Ask its agent for status; if it is lost, cancel it (jct_cancel_task) and requeue it with feedback "
+                "(jct_requeue_task)."
+            )
+        case _:
+            reason = f"No progress reported since {_at(since)} ({int((now - since).total_seconds())}s)."
+            action = "Check on its agent; cancel and requeue with feedback if it has stalled."
+    return _stuck(kind=kind, since=since, reason=reason, action=action, agent=run["actor_id"], **base)
+
+
+def _human_item(pack: Any) -> r.StuckItem:
+    return _stuck(
+        kind="human_blocker",
+        task_id=pack["task_id"],
+        objective=_clip(pack["objective"], 200),
+        run_id=pack["run_id"],
+        agent=pack["actor_id"],
+        since=pack["ended_at"],
+        reason="Finished with a blocker only a person can lift; never approved automatically.",
+        action=f"Review evidence pack {pack['evidence_pack_id']} (jct_submit_review).",
+    )
+
+
+def _dependency_item(row: Any) -> r.StuckItem:
+    return _stuck(
+        kind="failed_dependency",
+        task_id=row["task_id"],
+        objective=_clip(row["objective"], 200),
+        since=row["queued_at"],
+        reason=f"Waits for task {row['dependency_id']}, which is {row['dependency_status']}.",
+        action=f"Requeue {row['dependency_id']} (jct_requeue_task) or cancel this task (jct_cancel_task).",
+    )
 
 
 THROUGHPUT_PAGE = 500
