@@ -20,8 +20,8 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 
 from server import sdk
 from server.auth import FrontDoor, PublicOrigin, metadata_routes
@@ -37,6 +37,7 @@ from server.metrics import CONTENT_TYPE, Metrics
 from server.notify.hub import NotificationHub
 from server.sessions import SessionGuard, Sessions, session_entry, watch_revocations
 from server.shutdown import CountRequests, Drain, Readiness
+from server.ui.app import build_ui
 
 log = logging.getLogger("jct.app")
 
@@ -149,6 +150,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         metrics.sessions.labels("streamable_http").set(len(sdk.streamable_sessions(mcp.session_manager)))
         metrics.sessions.labels("sse").set(sessions.count("sse"))
         metrics.sessions.labels("listen").set(sessions.count("listen"))
+        metrics.sessions.labels("ui").set(sessions.count("ui"))
         metrics.subscribers.set(mcp.hub.subscriber_count)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
@@ -172,8 +174,14 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
             with anyio.CancelScope(shield=True):
                 await core.db.dispose()
 
+    async def to_dashboard(_: Request) -> Response:
+        return RedirectResponse("/ui/", status_code=307)
+
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
+        # The dashboard (server/ui/): its own login with tokens, so the front door leaves it alone.
+        Route("/ui", to_dashboard, methods=["GET"]),
+        Mount("/ui", app=build_ui(core, mcp.hub, sessions, security, tokens_on)),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *streamable.routes,

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     auth: Literal["none", "token"] = "none"
     agent_id: str = ""
     lease_seconds: int = Field(default=900, ge=5, le=7 * 86400)
+    # jct_list_stuck: a running task with no progress event for this long is listed.
+    stuck_after_seconds: int = Field(default=600, ge=1, le=7 * 86400)
     sweep_interval_seconds: float = Field(default=5.0, gt=0, le=3600)
     notify_interval_seconds: float = Field(default=0.25, gt=0, le=60)
     max_attempts: int = Field(default=3, ge=1, le=100)

@@ -4,7 +4,8 @@ Three kinds of things stay open between requests and hold memory in this process
 
 - `session`: a legacy streamable HTTP session (the `initialize` handshake over /mcp), with its GET stream;
 - `sse`: a legacy HTTP+SSE connection (GET /sse, its messages POSTed to /messages/);
-- `listen`: a 2026-07-28 `subscriptions/listen` stream (a POST to /mcp that stays open).
+- `listen`: a 2026-07-28 `subscriptions/listen` stream (a POST to /mcp that stays open);
+- `ui`: a dashboard page's event stream (/ui/events).
 
 `Sessions` keeps one `Entry` for each, with the principal that opened it and the credential (the token) it
 was opened with. Opening one past `per_principal` for its principal closes that principal's least recently
@@ -31,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("jct.sessions")
 
-Kind = Literal["session", "sse", "listen"]
+Kind = Literal["session", "sse", "listen", "ui"]
 Close = Callable[[], Coroutine[Any, Any, None]]
 LOCAL = "local"
 REVOCATION_POLL_SECONDS = 0.5

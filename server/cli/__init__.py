@@ -2,14 +2,15 @@
 
 The command table is here; each command lives with its concern: `serve`, `admin` (db, config, token),
 `queue` (the queue by hand), `missions` (plan, list, show), `workflows` (list, check, schema, start),
-`render` (how they print) and `common` (settings, failures, `run_core`).
+`operators` (cancel, requeue, priority, agents, stuck, audit), `render` (how they print) and `common`
+(settings, failures, `run_core`).
 """
 
 from __future__ import annotations
 
 import typer
 
-from server.cli import admin, missions, queue, serve, workflows
+from server.cli import admin, missions, operators, queue, serve, workflows
 
 app = typer.Typer(
     help="JCT: a shared work queue for coding agents, served over MCP.",
@@ -28,6 +29,12 @@ app.command()(missions.plan)
 app.command("missions")(missions.missions_command)
 app.command()(missions.mission)
 app.command("workflows")(workflows.workflows_command)
+app.command("cancel")(operators.cancel_command)
+app.command()(operators.requeue)
+app.command()(operators.priority)
+app.command()(operators.agents)
+app.command()(operators.stuck)
+app.command()(operators.audit)
 
 db_app = typer.Typer(help="Database administration.", no_args_is_help=True)
 db_app.command("upgrade")(admin.db_upgrade)

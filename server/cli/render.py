@@ -11,6 +11,7 @@ from typing import Any
 from rich import box
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from server.core import results
 from server.core.tokens import TokenInfo
@@ -203,4 +204,49 @@ def reviews(page: results.PendingReviews) -> Table:
     for item in page.reviews:
         by = item.executor.get("name") or item.executor.get("actor_id", "")
         table.add_row(item.evidence_pack_id, item.verdict, f"{item.objective}\n[dim]{by} · task {item.task_id}[/]")
+    return table
+
+
+def agents(result: results.AgentList) -> Table:
+    table = Table(title=f"{result.count} agent(s)", box=box.SIMPLE_HEAD)
+    for column in ("agent", "principal", "claims", "next lease end", "last seen", "done", "failed"):
+        table.add_column(column, overflow="fold")
+    for agent in result.agents:
+        ends = [claim.lease_expires_at for claim in agent.claims if claim.lease_expires_at is not None]
+        table.add_row(
+            Text(agent.agent),
+            Text(agent.principal),
+            Text("\n".join(f"{claim.task_id} {claim.objective[:40]}" for claim in agent.claims) or "-"),
+            when(min(ends)) if ends else "-",
+            when(agent.last_seen),
+            str(agent.done),
+            str(agent.failed),
+        )
+    return table
+
+
+def stuck(result: results.StuckList) -> Table:
+    table = Table(title=f"{result.count} stuck item(s)", box=box.SIMPLE_HEAD)
+    for column in ("kind", "task", "agent", "reason", "action"):
+        table.add_column(column, overflow="fold", no_wrap=column == "kind")
+    for item in result.items:
+        # Agent text is shown as it is, never read as rich markup.
+        table.add_row(item.kind, item.task_id, Text(item.agent or "-"), Text(item.reason), Text(item.action))
+    return table
+
+
+def audit(page: results.AuditTrail) -> Table:
+    table = Table(title=f"{page.count} audit row(s), newest first", box=box.SIMPLE_HEAD)
+    for column in ("id", "time", "actor", "action", "entity", "after"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("id", "time"))
+    for entry in page.entries:
+        after = ", ".join(f"{key}={value}" for key, value in (entry.after or {}).items())
+        table.add_row(
+            str(entry.id),
+            when(entry.ts),
+            Text(entry.actor_id),
+            entry.action,
+            f"{entry.entity_kind} {entry.entity_id}",
+            Text(after[:200]),
+        )
     return table

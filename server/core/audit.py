@@ -22,6 +22,7 @@ class AuditAction(StrEnum):
     TASK_RELEASED = "task.released"
     TASK_CANCELLED = "task.cancelled"
     TASK_REJECTED = "task.rejected"
+    TASK_PRIORITY_SET = "task.priority_set"
     # Its last dependency (or the phase before its own) was approved: claimable now.
     TASK_UNBLOCKED = "task.unblocked"
     RUN_PROGRESS = "run.progress"

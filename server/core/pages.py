@@ -175,7 +175,7 @@ async def task_page(core: Core, task_id: str) -> TaskPage:
 
 def _feedback(rows: list[RowMapping]) -> list[results.ReviewFeedback]:
     """Every version's review_feedback, each round once, oldest first."""
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str | None, str, str]] = set()
     feedback: list[results.ReviewFeedback] = []
     for row in rows:
         for item in row["review_feedback"] or []:

@@ -23,11 +23,24 @@ LISTABLE_STATUSES = (*(status.value for status in TaskStatus), "all")
 
 
 async def list_tasks(
-    core: Core, *, status: str = "queued", operation: str | None = None, limit: int = 10, cursor: str | None = None
+    core: Core,
+    *,
+    status: str = "queued",
+    operation: str | None = None,
+    limit: int = 10,
+    cursor: str | None = None,
+    repo: str | None = None,
+    mission_id: str | None = None,
 ) -> r.TaskList:
+    """Tasks in claim order, a keyset page at a time; `repo` (a prefix of target_repo) and `mission_id` narrow
+    it further (the dashboard's queue filters)."""
     if status not in LISTABLE_STATUSES:
         raise invalid(f"status {status!r} is not one of: {', '.join(LISTABLE_STATUSES)}.", "Use one of those.")
     op = parse_enum(Operation, operation, "operation").value if operation is not None else None
+    if repo is not None:
+        check_text(repo, "repo", Limits.REPO, single_line=True)
+    if mission_id is not None:
+        mission_id = parse_id(mission_id, "mission_id")
     check_limit(limit)
     after = None
     if cursor is not None:
@@ -35,7 +48,7 @@ async def list_tasks(
         after = (priority, queued_at, task_id)
     statuses = [s.value for s in TaskStatus] if status == "all" else [status]
     async with core.db.read() as conn:
-        rows = await listing.list_tasks(conn, statuses, op, after, limit + 1)
+        rows = await listing.list_tasks(conn, statuses, op, after, limit + 1, repo=repo, mission_id=mission_id)
     page = rows[:limit]
     next_cursor = None
     if len(rows) > limit:

@@ -87,13 +87,14 @@ class ConstraintSnapshot(BaseModel):
 
 
 class ReviewFeedback(BaseModel):
-    decision: Decision
+    # "requeued": an operator's feedback given with jct_requeue_task.
+    decision: Literal["approved", "rejected", "needs_changes", "requeued"]
     reason: str
     # The reviewer's principal (actor_id). Feedback recorded before that has no reviewer_name, and there
     # `reviewer` is the name the reviewer chose.
     reviewer: str
     reviewer_name: str | None = None  # the name the reviewer chose (self-reported)
-    run_id: str
+    run_id: str | None = None  # absent when a task requeued before any run carries the feedback
     verdict: str
     at: datetime
 
@@ -605,3 +606,64 @@ class GitText(Ok):
     text: str = Field(description="Cut at max_chars with a '[... cut by JCT' marker when truncated.")
     truncated: bool
     total_chars: int
+
+
+class Requeued(Ok):
+    task_id: str
+    task_status: TaskStatus
+    context_packet_version: int | None = None
+
+
+class PrioritySet(Ok):
+    task_id: str
+    priority: Priority
+    previous: Priority
+
+
+class HeldClaim(BaseModel):
+    task_id: str
+    run_id: str
+    objective: str
+    lease_expires_at: datetime | None
+
+
+class AgentView(BaseModel):
+    agent: str  # who claimed (actor_id)
+    principal: str  # who authenticated (a token's name; `local` without tokens)
+    claims_held: int
+    claims: list[HeldClaim] = Field(description="The first 10 by lease end.")
+    last_seen: datetime | None = None
+    done: int
+    failed: int
+
+
+class AgentList(Ok):
+    agents: list[AgentView]
+    count: int
+
+
+StuckKind = Literal["lease_overdue", "over_budget", "no_progress", "human_blocker", "failed_dependency"]
+
+
+class StuckItem(BaseModel):
+    kind: StuckKind
+    task_id: str
+    objective: str
+    run_id: str | None = None
+    agent: str | None = None
+    since: datetime | None = None
+    reason: str
+    action: str
+
+
+class StuckList(Ok):
+    items: list[StuckItem]
+    count: int
+
+
+class Throughput(BaseModel):
+    """Tasks that ended in each interval of the last hour, oldest interval first."""
+
+    bucket_seconds: int
+    completed: list[int]
+    failed: list[int]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -157,3 +159,57 @@ async def verify(core: Core, secret: str) -> Principal | None:
     # A role this build does not know (written by a newer one) grants nothing.
     known = {role.value for role in Role}
     return Principal(name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known), token_id=row["id"])
+
+
+# --- dashboard sessions ------------------------------------------------------------------------
+# A dashboard session is a cookie naming the token it was opened with, signed with that token's stored hash
+# (which never leaves the database): any server process can check it, a restart keeps it, and revoking or
+# rotating the token ends it at the next request. The secret itself is never in the cookie or a URL.
+
+UI_SESSION_SECONDS = 12 * 3600
+
+
+def _mac(key: str, *parts: str) -> str:
+    return hmac.new(key.encode(), "|".join(parts).encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class UiSession:
+    principal: Principal
+    csrf: str  # what every form of this session carries
+
+
+async def open_ui_session(core: Core, secret: str) -> tuple[UiSession, str] | None:
+    """A dashboard session for a token's secret, with its cookie value; None for a secret that is not live."""
+    principal = await verify(core, secret)
+    if principal is None or principal.token_id is None:
+        return None
+    issued = str(int(time.time()))
+    cookie = f"{principal.token_id}.{issued}.{_mac(hash_secret(secret), 'ui', principal.token_id, issued)}"
+    session = await ui_session(core, cookie)
+    assert session is not None
+    return session, cookie
+
+
+async def ui_session(core: Core, cookie: str) -> UiSession | None:
+    """The session a cookie names, if its signature holds, it is not older than UI_SESSION_SECONDS and its token
+    is still live."""
+    parts = cookie.split(".")
+    if len(parts) != 3 or len(cookie) > 200 or not parts[1].isdigit():
+        return None
+    token_id, issued, mac = parts
+    if not 0 <= time.time() - int(issued) <= UI_SESSION_SECONDS:
+        return None
+    async with core.db.read() as conn:
+        row = await q.live_token_by_id(conn, token_id) if _is_uuid(token_id) else None
+    if row is None or not hmac.compare_digest(mac, _mac(row["token_hash"], "ui", token_id, issued)):
+        return None
+    known = {role.value for role in Role}
+    principal = Principal(
+        name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known), token_id=row["id"]
+    )
+    return UiSession(principal, _mac(row["token_hash"], "csrf", token_id, issued))
+
+
+def _is_uuid(value: str) -> bool:
+    return re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value) is not None

@@ -42,14 +42,24 @@ def _past(after: tuple[str, datetime, str]) -> ColumnElement[bool]:
 
 
 def _in_claim_order(
-    status: str, operation: str | None, after: tuple[str, datetime, str] | None, limit: int
+    status: str,
+    operation: str | None,
+    after: tuple[str, datetime, str] | None,
+    limit: int,
+    repo: str | None = None,
+    mission_id: str | None = None,
 ) -> Select[Any]:
     """One status's tasks: ix_tasks_status_priority_queued_at_id, or with an operation
-    ix_tasks_operation_status_priority_queued_at_id; an index walk from the cursor that stops at `limit`."""
+    ix_tasks_operation_status_priority_queued_at_id; an index walk from the cursor that stops at `limit`.
+    A repository prefix or a mission (the dashboard's filters) is checked along the same walk."""
     tasks = t.tasks
     query = select(tasks).where(tasks.c.status == status)
     if operation is not None:
         query = query.where(tasks.c.operation == operation)
+    if repo is not None:
+        query = query.where(tasks.c.target_repo.startswith(repo, autoescape=True))
+    if mission_id is not None:
+        query = query.where(tasks.c.mission_id == mission_id)
     if after is not None:
         query = query.where(_past(after))
     return query.order_by(*_CLAIM_ORDER).limit(limit)
@@ -61,6 +71,9 @@ async def list_tasks(
     operation: str | None,
     after: tuple[str, datetime, str] | None,
     limit: int,
+    *,
+    repo: str | None = None,
+    mission_id: str | None = None,
 ) -> Sequence[RowMapping]:
     """Tasks in any of `statuses`, in claim order, from the cursor `after`.
 
@@ -69,9 +82,9 @@ async def list_tasks(
     every claim and completion. A page costs the same at page 1 and page 10,000, at 1k tasks and 1M."""
     query: Select[Any]
     if len(statuses) == 1:
-        query = _in_claim_order(statuses[0], operation, after, limit)
+        query = _in_claim_order(statuses[0], operation, after, limit, repo, mission_id)
     else:
-        walks = [_in_claim_order(status, operation, after, limit).subquery() for status in statuses]
+        walks = [_in_claim_order(status, operation, after, limit, repo, mission_id).subquery() for status in statuses]
         merged = union_all(*(select(walk) for walk in walks)).subquery()
         query = select(merged).order_by(merged.c.priority, merged.c.queued_at, merged.c.id).limit(limit)
     rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()

@@ -221,6 +221,8 @@ runs = Table(
     Index("ix_runs_task_id_actor_id", "task_id", "actor_id"),
     # The sweeper finds running runs whose lease has passed.
     Index("ix_runs_status_lease_expires_at", "status", "lease_expires_at"),
+    # jct_list_agents reads the runs started within its window.
+    Index("ix_runs_started_at", "started_at"),
 )
 
 run_events = Table(
@@ -299,6 +301,9 @@ audit_log = Table(
     Column("after", Json, nullable=True),
     Column("trace_id", ID, nullable=True),
     Index("ix_audit_log_entity_kind_entity_id_id", "entity_kind", "entity_id", "id"),
+    # jct_search_audit: one actor's or one action's rows, newest first.
+    Index("ix_audit_log_actor_id_id", "actor_id", "id"),
+    Index("ix_audit_log_action_id", "action", "id"),
 )
 
 # Derived: how many tasks are in each status and how many evidence packs in each review state, kept by

@@ -47,3 +47,9 @@ async def live_token_by_name(conn: AsyncConnection, name: str) -> RowMapping | N
 async def revoked_among(conn: AsyncConnection, token_ids: set[str]) -> set[str]:
     query = select(t.tokens.c.id).where(t.tokens.c.id.in_(sorted(token_ids)), t.tokens.c.revoked_at.is_not(None))
     return {str(token_id) for token_id in (await conn.execute(query)).scalars().all()}
+
+
+async def live_token_by_id(conn: AsyncConnection, token_id: str) -> RowMapping | None:
+    query = select(t.tokens).where(t.tokens.c.id == token_id, t.tokens.c.revoked_at.is_(None))
+    row: RowMapping | None = (await conn.execute(query)).mappings().first()
+    return row

@@ -9,13 +9,17 @@ up the others or the feed, and tool calls never wait for notifications at all.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
@@ -29,6 +33,8 @@ from server.notify.changes import Changes
 
 log = logging.getLogger(__name__)
 SEND_DEADLINE = 5.0
+# Batches a dashboard page may have waiting; past that it already knows it must refresh, so more are dropped.
+WATCH_BUFFER = 4
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
@@ -47,6 +53,8 @@ class NotificationHub:
         self._subscriptions: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
         self._seen: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._senders: TaskGroup | None = None
+        # Open dashboard streams (server/ui/): each hears every batch of changed URIs.
+        self._watchers: set[MemoryObjectSendStream[frozenset[str]]] = set()
 
     # --- handlers registered on the MCP server -------------------------------------------
 
@@ -98,8 +106,29 @@ class NotificationHub:
             finally:
                 self._senders = None
 
+    @asynccontextmanager
+    async def watch(self) -> AsyncIterator[MemoryObjectReceiveStream[frozenset[str]]]:
+        """Hear every batch of changed URIs while inside (a dashboard page's event stream)."""
+        send, receive = anyio.create_memory_object_stream[frozenset[str]](WATCH_BUFFER)
+        self._watchers.add(send)
+        try:
+            yield receive
+        finally:
+            self._watchers.discard(send)
+            send.close()
+            receive.close()
+
+    @property
+    def watcher_count(self) -> int:
+        return len(self._watchers)
+
     async def deliver(self, changes: Changes) -> None:
         started = time.perf_counter()
+        batch = frozenset(changes.uris)
+        for watcher in list(self._watchers):
+            # A full buffer already means "refresh"; a closed one is on its way out.
+            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                watcher.send_nowait(batch)
         for uri in sorted(changes.uris):
             await self.bus.publish(ResourceUpdated(uri=uri))
         if changes.list_changed:

@@ -94,8 +94,9 @@ def _reviewer(feedback: results.ReviewFeedback, runs: Sequence[RunLine]) -> str:
 
 def _feedback(feedback: Sequence[results.ReviewFeedback], runs: Sequence[RunLine], pointer: str) -> list[str]:
     entries = [
-        f"{n}. **{f.decision}** by {_reviewer(f, runs)}, {stamp(f.at)}, on {run_uri(f.run_id)} "
-        f"(verdict {f.verdict}):\n"
+        f"{n}. **{f.decision}** by {_reviewer(f, runs)}, {stamp(f.at)}"
+        + (f", on {run_uri(f.run_id)}" if f.run_id else "")
+        + f" (verdict {f.verdict}):\n"
         + "\n".join(f"   {q}".rstrip() for q in block(f.reason, FEEDBACK_REASON_CHARS, pointer))
         for n, f in enumerate(feedback, 1)
     ]

@@ -11,16 +11,22 @@ from mcp.server import MCPServer
 from server import sdk
 from server.core.service import Core
 from server.identity import Identity
-from server.tools import admin, git, missions, observe, review, worker, workflows
+from server.tools import admin, git, missions, observe, operators, review, worker, workflows
 
 Register = Callable[[MCPServer[Any], Core, Identity], None]
 # Each toolset's tools, by module: one module per toolset, plus a feature's tools in the toolsets they belong to.
 TOOLSETS: dict[str, tuple[Register, ...]] = {
     "worker": (worker.register,),
     "plan": (missions.register_plan, workflows.register_plan),
-    "observe": (observe.register, missions.register_observe, workflows.register_observe, git.register),
+    "observe": (
+        observe.register,
+        missions.register_observe,
+        workflows.register_observe,
+        git.register,
+        operators.register_observe,
+    ),
     "review": (review.register,),
-    "admin": (admin.register, missions.register_admin),
+    "admin": (admin.register, missions.register_admin, operators.register_admin),
 }
 
 

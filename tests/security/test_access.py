@@ -37,9 +37,12 @@ OBSERVE_TOOLS = {
     "jct_git_log",
     "jct_git_diff",
     "jct_git_show",
+    "jct_list_agents",
+    "jct_list_stuck",
+    "jct_search_audit",
 }
 REVIEW_TOOLS = {"jct_list_pending_reviews", "jct_submit_review"}
-ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task", "jct_cancel_mission"}
+ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task", "jct_cancel_mission", "jct_requeue_task", "jct_set_priority"}
 
 
 async def enqueue(client: Client, objective: str = "Add input validation") -> str:

@@ -28,6 +28,9 @@ READS = {
     "jct_get_run",
     "jct_get_evidence",
     "jct_get_audit_trail",
+    "jct_list_agents",
+    "jct_list_stuck",
+    "jct_search_audit",
     "jct_get_artifact",
     "jct_queue_stats",
     "jct_list_pending_reviews",
@@ -75,7 +78,7 @@ async def test_tools_list_matches_the_committed_snapshot(connect: ClientFactory)
 async def test_reads_are_read_only_and_only_what_cannot_be_undone_is_destructive(connect: ClientFactory) -> None:
     async with connect() as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == 27
+    assert len(tools) == 32
     for tool in tools:
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is (tool.name in READS), tool.name

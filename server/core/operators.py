@@ -1,0 +1,389 @@
+"""What an operator does to the queue by hand (DESIGN section 14): requeue ended work with feedback, change a
+task's priority, and the read-only views of who holds what (agents), what is stuck, and the audit log.
+
+MCP tools, the `jct` command and the dashboard each call these, so a rule (who may, what is refused) lives here
+once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from itertools import islice
+from typing import Any
+
+from server.core import results as r
+from server.core import views
+from server.core.audit import AuditAction, audit_row
+from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.db import operators as q
+from server.db import queries
+from server.errors import ErrorCode, JctError, invalid
+from server.vocab import EntityKind, IssueStatus, MissionStatus, Priority, TaskStatus
+
+# What can be requeued: ended without approval (a review rejection leaves the task failed).
+REQUEUABLE = (TaskStatus.FAILED, TaskStatus.CANCELLED)
+# What a priority still matters for: work not yet ended.
+REPRIORITISABLE = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
+CLAIMS_SHOWN = 10  # per agent, soonest lease end first
+AGENTS_SHOWN = 200
+RUNNING_SCANNED = 2000
+
+
+def _not_found(task_id: str) -> JctError:
+    return JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Use jct_list_tasks to find tasks.")
+
+
+async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feedback: str | None = None) -> r.Requeued:
+    """A failed, cancelled or rejected task back to the queue (blocked if it still waits for a dependency),
+    attempts and review rounds reset; `feedback` goes into a new briefing version the next agent reads."""
+    task_id = parse_id(task_id, "task_id")
+    check_text(reason, "reason", Limits.REASON)
+    if feedback is not None:
+        check_text(feedback, "feedback", Limits.REASON)
+    ts = core.now()
+    async with core.db.write() as conn:
+        task = await queries.get_task(conn, task_id)
+        if task is None:
+            raise _not_found(task_id)
+        if task["status"] not in REQUEUABLE:
+            raise invalid(
+                f"Task {task_id} is {task['status']}; only failed, cancelled or rejected tasks can be requeued.",
+                "Cancel running work first (jct_cancel_task); use jct_set_priority to move queued work.",
+            )
+        if task["mission_id"] is not None:
+            mission = await q.mission_status(conn, task["mission_id"])
+            if mission != MissionStatus.ACTIVE:
+                raise invalid(
+                    f"Task {task_id} belongs to mission {task['mission_id']}, which is {mission}.",
+                    "Enqueue the work again as a new task.",
+                )
+        status = TaskStatus.BLOCKED if int(task["blockers"] or 0) > 0 else TaskStatus.QUEUED
+        moved = await queries.update_task(
+            conn,
+            task_id,
+            {
+                "status": status,
+                "attempts": 0,
+                "review_rounds": 0,
+                "active_run_id": None,
+                "claimed_at": None,
+                "completed_at": None,
+                "error": None,
+                "result": None,
+                "queued_at": ts,
+            },
+            status_in=[task["status"]],
+        )
+        if moved is None:
+            raise invalid(f"Task {task_id} changed while requeueing it.", "Nothing was changed; look again.")
+        trace = task["trace_id"]
+        after: dict[str, Any] = {"status": status, "reason": reason}
+        audit = [
+            audit_row(
+                actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task_id, {"status": task["status"]}, after, trace
+            )
+        ]
+        version = None
+        if task["issue_id"] is not None:
+            await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.READY, "updated_at": ts})
+            audit.append(
+                audit_row(
+                    actor,
+                    AuditAction.ISSUE_READY,
+                    EntityKind.ISSUE,
+                    task["issue_id"],
+                    None,
+                    {"status": IssueStatus.READY},
+                    trace,
+                )
+            )
+            if feedback is not None:
+                version = await _feedback_packet(conn, actor, task_id, task["issue_id"], feedback, ts)
+        await queries.insert_audit(conn, audit)
+    return r.Requeued(task_id=task_id, task_status=status, context_packet_version=version)
+
+
+async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str, feedback: str, ts: Any) -> int:
+    """The next briefing version, carrying the operator's feedback after every earlier round."""
+    latest = await queries.latest_context_packet(conn, issue_id)
+    assert latest is not None  # every issue starts with version 1
+    run = await q.last_run(conn, task_id)
+    pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
+    entry = {
+        "decision": "requeued",
+        "reason": feedback,
+        "reviewer": actor.actor_id,
+        "reviewer_name": actor.name or actor.actor_id,
+        "run_id": run["id"] if run is not None else None,
+        "verdict": pack["verdict"] if pack is not None else "none",
+        "at": datetime.now(UTC).isoformat(),
+    }
+    version = int(latest["version"]) + 1
+    await queries.insert_context_packet(
+        conn,
+        {
+            "id": new_id(),
+            "issue_id": issue_id,
+            "version": version,
+            "summary": latest["summary"],
+            "prior_art": latest["prior_art"],
+            "files_of_interest": latest["files_of_interest"],
+            "acceptance_criteria": latest["acceptance_criteria"],
+            "data": latest["data"],
+            "review_feedback": [*(latest["review_feedback"] or []), entry],
+            "created_at": ts,
+        },
+    )
+    return version
+
+
+async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) -> r.PrioritySet:
+    """Change the priority of a task not yet ended; claim-next and the queue listing follow it at once."""
+    task_id = parse_id(task_id, "task_id")
+    chosen = parse_enum(Priority, priority, "priority")
+    async with core.db.write() as conn:
+        task = await queries.get_task(conn, task_id)
+        if task is None:
+            raise _not_found(task_id)
+        if task["status"] not in REPRIORITISABLE or not await q.set_priority(
+            conn, task_id, chosen.value, [task["status"]]
+        ):
+            raise invalid(
+                f"Task {task_id} is {task['status']}; only queued, blocked or running tasks have a priority to set.",
+                "Requeue ended work with jct_requeue_task first.",
+            )
+        before = {"priority": task["priority"]}
+        after = {"priority": chosen.value, "run_id": task["active_run_id"]} if task["active_run_id"] else None
+        after = after or {"priority": chosen.value}
+        row = audit_row(actor, AuditAction.TASK_PRIORITY_SET, EntityKind.TASK, task_id, before, after, task["trace_id"])
+        await queries.insert_audit(conn, [row])
+    return r.PrioritySet(task_id=task_id, priority=chosen, previous=Priority(task["priority"]))
+
+
+async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.AgentList:
+    """Per agent that ran something within the window or still holds a claim: its principal, its claims with
+    their lease ends, when it was last seen (a claim, an end, or a lease renewal: every call renews), runs done
+    and failed."""
+    if not 1 <= active_within_seconds <= 30 * 86400:
+        raise invalid(
+            f"active_within_seconds {active_within_seconds} is outside 1..2592000.",
+            "Use a window between one second and 30 days.",
+        )
+    lease = timedelta(seconds=core.settings.lease_seconds)
+    async with core.db.read() as conn:
+        now = await q.clock(conn, core.now())
+        totals = await q.agent_totals(conn, now - timedelta(seconds=active_within_seconds), AGENTS_SHOWN)
+        claims = await q.running_claims(conn, [row["agent"] for row in totals]) if totals else []
+    held: dict[str, list[r.HeldClaim]] = {}
+    counted: dict[str, int] = {}
+    renewed: dict[str, datetime] = {}
+    for claim in claims:
+        counted[claim["agent"]] = counted.get(claim["agent"], 0) + 1
+        if claim["lease_expires_at"] is not None:
+            last = claim["lease_expires_at"] - lease
+            renewed[claim["agent"]] = max(last, renewed.get(claim["agent"], last))
+        if counted[claim["agent"]] > CLAIMS_SHOWN:
+            continue
+        held.setdefault(claim["agent"], []).append(
+            r.HeldClaim(
+                task_id=claim["task_id"],
+                run_id=claim["run_id"],
+                objective=_clip(claim["objective"], 200),
+                lease_expires_at=claim["lease_expires_at"],
+            )
+        )
+    agents = []
+    for row in totals:
+        seen = [moment for moment in (row["last_started"], row["last_ended"], renewed.get(row["agent"])) if moment]
+        agents.append(
+            r.AgentView(
+                agent=row["agent"],
+                principal=row["principal"] or row["agent"],
+                claims_held=counted.get(row["agent"], 0),
+                claims=held.get(row["agent"], []),
+                last_seen=max(seen) if seen else None,
+                done=int(row["done"] or 0),
+                failed=int(row["failed"] or 0),
+            )
+        )
+    agents.sort(key=lambda agent: agent.last_seen or datetime.min.replace(tzinfo=UTC), reverse=True)
+    return r.AgentList(agents=agents, count=len(agents))
+
+
+async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
+    """Work that needs a person: running past its time budget, silent for JCT_STUCK_AFTER_SECONDS, holding a
+    lease that has passed, flagged for a human, or blocked by a dependency that failed; each with the reason
+    and the action to take. The most urgent kinds come first."""
+    check_limit(limit, 200)
+    silent = timedelta(seconds=core.settings.stuck_after_seconds)
+    async with core.db.read() as conn:
+        now = await q.clock(conn, core.now())
+        running = await q.running_runs(conn, RUNNING_SCANNED)
+        humans = await q.human_blocked_reviews(conn, limit)
+        failed = await q.failed_dependencies(conn, limit)
+    # Classify every running run first (cheap), then describe only the items shown, most urgent kinds first.
+    found: dict[str, list[tuple[Any, datetime]]] = {kind: [] for kind in RUNNING_KINDS}
+    for run in running:
+        lease_end = run["lease_expires_at"]
+        budget_end = run["started_at"] + timedelta(seconds=int(run["time_budget_seconds"]))
+        last = max(run["started_at"], run["last_event"]) if run["last_event"] else run["started_at"]
+        if lease_end is not None and lease_end <= now:
+            found["lease_overdue"].append((run, lease_end))
+        elif run["requires_human"]:
+            found["human_blocker"].append((run, last))
+        elif budget_end <= now:
+            found["over_budget"].append((run, budget_end))
+        elif now - last >= silent:
+            found["no_progress"].append((run, last))
+
+    def described() -> Iterator[r.StuckItem]:
+        for kind in ("lease_overdue", "human_blocker"):
+            yield from (_running_item(kind, run, since, now) for run, since in found[kind])
+        yield from (_human_item(pack) for pack in humans)
+        for kind in ("over_budget", "no_progress"):
+            yield from (_running_item(kind, run, since, now) for run, since in found[kind])
+        yield from (_dependency_item(row) for row in failed)
+
+    items = list(islice(described(), limit))
+    return r.StuckList(items=items, count=len(items))
+
+
+RUNNING_KINDS = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
+
+
+def _running_item(kind: str, run: Any, since: datetime, now: datetime) -> r.StuckItem:
+    base = {"task_id": run["task_id"], "objective": _clip(run["objective"], 200), "run_id": run["run_id"]}
+    match kind:
+        case "lease_overdue":
+            reason = f"Its lease ended at {_at(since)} and the run has not been expired yet."
+            action = "The sweeper requeues it shortly; if it stays, check that a JCT server process is running."
+        case "human_blocker":
+            reason = "The agent reported a blocker only a person can lift."
+            action = "Read the blocker on the run (jct_get_run), answer the agent, or cancel the task."
+        case "over_budget":
+            reason = f"Running past its time budget of {run['time_budget_seconds']}s since {_at(since)}."
+            action = (
+                "Ask its agent for status; if it is lost, cancel it (jct_cancel_task) and requeue it with feedback "
+                "(jct_requeue_task)."
+            )
+        case _:
+            reason = f"No progress reported since {_at(since)} ({int((now - since).total_seconds())}s)."
+            action = "Check on its agent; cancel and requeue with feedback if it has stalled."
+    return _stuck(kind=kind, since=since, reason=reason, action=action, agent=run["actor_id"], **base)
+
+
+def _human_item(pack: Any) -> r.StuckItem:
+    return _stuck(
+        kind="human_blocker",
+        task_id=pack["task_id"],
+        objective=_clip(pack["objective"], 200),
+        run_id=pack["run_id"],
+        agent=pack["actor_id"],
+        since=pack["ended_at"],
+        reason="Finished with a blocker only a person can lift; never approved automatically.",
+        action=f"Review evidence pack {pack['evidence_pack_id']} (jct_submit_review).",
+    )
+
+
+def _dependency_item(row: Any) -> r.StuckItem:
+    return _stuck(
+        kind="failed_dependency",
+        task_id=row["task_id"],
+        objective=_clip(row["objective"], 200),
+        since=row["queued_at"],
+        reason=f"Waits for task {row['dependency_id']}, which is {row['dependency_status']}.",
+        action=f"Requeue {row['dependency_id']} (jct_requeue_task) or cancel this task (jct_cancel_task).",
+    )
+
+
+THROUGHPUT_PAGE = 500
+
+
+async def throughput(core: Core, *, window_seconds: int = 3600, buckets: int = 12) -> r.Throughput:
+    """Tasks completed and failed in each of `buckets` intervals of the last `window_seconds`. Each action's
+    rows are walked newest first a page at a time and the walk stops at the window's start, so the cost is
+    what ended within the window, never the size of the log."""
+    size = window_seconds // buckets
+    counts = {AuditAction.TASK_COMPLETED: [0] * buckets, AuditAction.TASK_FAILED: [0] * buckets}
+    async with core.db.read() as conn:
+        now = await q.clock(conn, core.now())
+        start = now - timedelta(seconds=window_seconds)
+        for action, series in counts.items():
+            before = None
+            while True:
+                rows = await q.recent_of_action(conn, action.value, before, THROUGHPUT_PAGE)
+                for row in rows:
+                    if row["ts"] >= start:
+                        series[min(buckets - 1, int((row["ts"] - start).total_seconds()) // size)] += 1
+                if len(rows) < THROUGHPUT_PAGE or rows[-1]["ts"] < start:
+                    break
+                before = rows[-1]["id"]
+    return r.Throughput(
+        bucket_seconds=size, completed=counts[AuditAction.TASK_COMPLETED], failed=counts[AuditAction.TASK_FAILED]
+    )
+
+
+def _stuck(**fields: Any) -> r.StuckItem:
+    """A stuck item from values JCT read itself: built without validating again (a busy queue has thousands)."""
+    return r.StuckItem.model_construct(**({"run_id": None, "agent": None, "since": None} | fields))
+
+
+def _at(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _moment(value: str | None, field: str) -> datetime | None:
+    if value is None:
+        return None
+    check_text(value, field, 64, single_line=True)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise invalid(
+            f"{field} {value[:64]!r} is not an ISO 8601 time.", f"Write {field} like 2026-01-31T12:00:00Z."
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+async def search_audit(
+    core: Core,
+    *,
+    actor_id: str | None = None,
+    action: str | None = None,
+    entity_kind: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> r.AuditTrail:
+    """Audit rows matching every filter given, newest first, a keyset page at a time."""
+    check_limit(limit, 200)
+    if actor_id is not None:
+        check_text(actor_id, "actor_id", 256, single_line=True)
+    if action is not None:
+        action = parse_enum(AuditAction, action, "action").value
+    kind = parse_enum(EntityKind, entity_kind, "entity_kind").value if entity_kind is not None else None
+    start, end = _moment(since, "since"), _moment(until, "until")
+    before_id = None
+    if cursor is not None:
+        (before_id,) = decode_cursor(cursor, "serial")
+    async with core.db.read() as conn:
+        rows = await q.search_audit(
+            conn,
+            actor_id=actor_id,
+            action=action,
+            entity_kind=kind,
+            since=start,
+            until=end,
+            before_id=before_id,
+            limit=limit + 1,
+        )
+    page = rows[:limit]
+    next_cursor = encode_cursor(page[-1]["id"]) if len(rows) > limit else None
+    return r.AuditTrail(entries=[views.audit_entry(row) for row in page], count=len(page), next_cursor=next_cursor)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

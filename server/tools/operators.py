@@ -1,0 +1,74 @@
+"""Operator tools (DESIGN section 14): requeue and reprioritise (admin); agents, stuck work, audit search
+(observe). Each is one call into server/core/operators.py, which the CLI and the dashboard call too."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from server.core import operators, results
+from server.core.models import Limits
+from server.core.service import Core
+from server.identity import Identity
+from server.tools.annotations import READ, WRITE
+from server.tools.params import Cursor, Priority, Reason, TaskId, text
+
+# jct_list_stuck shows the 50 most urgent items (the dashboard and `jct stuck` may ask for more).
+STUCK_SHOWN = 50
+
+
+def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
+    @mcp.tool(
+        name="jct_requeue_task",
+        annotations=WRITE,
+        description="Requeue failed, cancelled or rejected work; feedback joins its briefing.",
+    )
+    async def jct_requeue_task(
+        task_id: TaskId,
+        reason: Reason,
+        ctx: Context,
+        feedback: Annotated[str | None, text("For the next agent.", Limits.REASON)] = None,
+    ) -> results.Requeued:
+        return await operators.requeue_task(core, identity.actor(ctx), task_id, reason, feedback)
+
+    @mcp.tool(name="jct_set_priority", annotations=WRITE, description="Change an open task's priority.")
+    async def jct_set_priority(task_id: TaskId, priority: Priority, ctx: Context) -> results.PrioritySet:
+        return await operators.set_priority(core, identity.actor(ctx), task_id, priority)
+
+
+def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
+    @mcp.tool(
+        name="jct_list_agents",
+        annotations=READ,
+        description="Agents, their claims and lease ends.",
+    )
+    async def jct_list_agents(
+        active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000, description="Window.")] = 3600,
+    ) -> results.AgentList:
+        return await operators.list_agents(core, active_within_seconds=active_within_seconds)
+
+    @mcp.tool(name="jct_list_stuck", annotations=READ, description="Work needing a person, with reason and action.")
+    async def jct_list_stuck() -> results.StuckList:
+        return await operators.list_stuck(core, limit=STUCK_SHOWN)
+
+    @mcp.tool(name="jct_search_audit", annotations=READ, description="Audit log, newest first.")
+    async def jct_search_audit(
+        actor_id: Annotated[str | None, text("Who.", 256)] = None,
+        action: Annotated[str | None, text("e.g. task.failed", 64)] = None,
+        entity_kind: Annotated[str | None, text("e.g. Task", 32)] = None,
+        since: Annotated[str | None, text("ISO time.", 64)] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 50,
+        cursor: Cursor = None,
+    ) -> results.AuditTrail:
+        return await operators.search_audit(
+            core,
+            actor_id=actor_id,
+            action=action,
+            entity_kind=entity_kind,
+            since=since,
+            limit=limit,
+            cursor=cursor,
+        )

@@ -1,0 +1,97 @@
+"""Who is looking at the dashboard, and what they may do: the same roles the tools check.
+
+With JCT_AUTH=none (loopback only) every visitor is the local operator, with every right. With tokens, a
+visitor logs in by posting a token; the session is a signed cookie (server/core/tokens.py) checked on every
+request, so revoking the token ends it. Every form carries a CSRF token tied to the session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from server.core import tokens
+from server.core.models import Actor
+from server.core.service import Core
+from server.core.tokens import Principal
+
+COOKIE = "jct_ui"
+LOCAL = "local"
+
+# Each dashboard action, as the tool it mirrors and that tool's toolset: a role may do on the dashboard
+# exactly what it may do through MCP.
+ACTIONS: dict[str, tuple[str, str]] = {
+    "review": ("jct_submit_review", "review"),
+    "requeue": ("jct_requeue_task", "admin"),
+    "priority": ("jct_set_priority", "admin"),
+    "cancel": ("jct_cancel_task", "admin"),
+}
+READ = ("jct_get_task", "observe")
+
+
+@dataclass(frozen=True)
+class Viewer:
+    name: str
+    csrf: str
+    principal: Principal | None = None  # None: JCT_AUTH=none, the local operator
+    credential: str | None = None  # the token id the session was opened with
+
+    def may(self, action: str) -> bool:
+        tool, toolset = ACTIONS.get(action, READ)
+        return self.principal is None or self.principal.may_use(tool, toolset)
+
+    @property
+    def may_read(self) -> bool:
+        return self.principal is None or self.principal.may_use(*READ)
+
+    @property
+    def signed_in(self) -> bool:
+        return self.principal is not None
+
+    def actor(self) -> Actor:
+        if self.principal is None:
+            return Actor(actor_id=LOCAL, actor_kind="human", name="dashboard", admin=True, principal=LOCAL)
+        return self.principal.actor(client="dashboard")
+
+    def csrf_ok(self, sent: object) -> bool:
+        return isinstance(sent, str) and hmac.compare_digest(sent, self.csrf)
+
+
+class Access:
+    def __init__(self, core: Core, tokens_on: bool) -> None:
+        self.core = core
+        self.tokens_on = tokens_on
+        # Without tokens, forms are tied to this process (a form from before a restart asks to reload).
+        self._key = secrets.token_hex(32)
+
+    def local(self) -> Viewer:
+        return Viewer(LOCAL, hmac.new(self._key.encode(), b"csrf", hashlib.sha256).hexdigest())
+
+    async def viewer(self, request: Request) -> Viewer | None:
+        """The visitor, or None when tokens are on and the request carries no live session."""
+        if not self.tokens_on:
+            return self.local()
+        cookie = request.cookies.get(COOKIE)
+        if not cookie:
+            return None
+        session = await tokens.ui_session(self.core, cookie)
+        if session is None:
+            return None
+        principal = session.principal
+        return Viewer(principal.name, session.csrf, principal, principal.token_id)
+
+    async def login(self, secret: str) -> tuple[Viewer, str] | None:
+        opened = await tokens.open_ui_session(self.core, secret)
+        if opened is None:
+            return None
+        session, cookie = opened
+        principal = session.principal
+        return Viewer(principal.name, session.csrf, principal, principal.token_id), cookie
+
+    def login_csrf(self) -> str:
+        """The login form's own CSRF token (no session yet): tied to this process."""
+        return hmac.new(self._key.encode(), b"login", hashlib.sha256).hexdigest()
