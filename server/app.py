@@ -174,6 +174,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/health", healthz, methods=["GET"]),  # seed 003's name for the same liveness answer
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *streamable.routes,
