@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import leases, prover, results, review, views
+from server.core import telemetry as usage
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.core.text import parse_json, storable
@@ -19,7 +20,6 @@ from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import ArtifactType
 
-TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
 PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
 
@@ -43,7 +43,7 @@ async def complete_task(
     if error_message is not None:
         check_text(error_message, "error_message", Limits.MESSAGE, required=False)
     parsed_outputs = _parse_outputs(outputs)
-    checked_telemetry = _check_telemetry(telemetry)
+    checked_telemetry = usage.check(telemetry)
     if criteria_results is not None and not isinstance(criteria_results, list):
         raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
 
@@ -141,18 +141,3 @@ def _parse_outputs(outputs: str | dict[str, Any] | None) -> Any:
     if isinstance(outputs, dict):
         return outputs
     return parse_json(outputs, "outputs")
-
-
-def _check_telemetry(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
-    if telemetry is None:
-        return None
-    if not isinstance(telemetry, dict):
-        raise invalid("telemetry must be an object.", 'Send e.g. {"tokens_input": 1200, "cost_usd": 0.02}.')
-    storable(telemetry, "telemetry")
-    for key in TELEMETRY_NUMBERS:
-        value = telemetry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-            raise invalid(f"telemetry.{key} must be a non-negative number.", f"Send {key} as a number, or omit it.")
-    if len(json.dumps(telemetry)) > 16_000:
-        raise invalid("telemetry is larger than 16,000 characters.", "Keep telemetry to a few numbers.")
-    return telemetry

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -305,6 +306,17 @@ count_deltas = Table(
     Column("status", String(16), nullable=False),
     Column("delta", Integer, nullable=False),
     info={"derived": True},
+)
+
+# What agents report spending (server/core/telemetry.py), one row per report and number, summed by
+# jct_queue_stats and folded to one row per key by the sweeper like count_deltas. Not derived: no trigger
+# rebuilds it, so `jct db copy` carries it.
+telemetry_deltas = Table(
+    "telemetry_deltas",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("key", String(32), nullable=False),
+    Column("amount", Float, nullable=False),
 )
 
 tokens = Table(

@@ -45,6 +45,13 @@ class CriterionReport(BaseModel):
         return {**self.model_dump(), "evidence": evidence}
 
 
+# Summed on the run (server/core/telemetry.py), so each report gives what was spent since the last one.
+Spent = Annotated[
+    dict[str, Any] | None,
+    Field(description="Spent since your last report: tokens_input, tokens_output, cost_usd, duration_seconds."),
+]
+
+
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @mcp.tool(
         name="jct_list_tasks",
@@ -156,6 +163,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ] = "progress",
         run_id: ClaimedRun = None,
         data: Annotated[dict[str, Any] | None, Field(description="Structured detail; see kind.")] = None,
+        telemetry: Spent = None,
     ) -> results.ProgressReported:
         return await work.report_progress(
             core,
@@ -166,6 +174,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             kind=kind,
             run_id=run_id,
             data=data,
+            telemetry=telemetry,
         )
 
     @mcp.tool(
@@ -186,9 +195,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         outputs: Annotated[str | dict[str, Any] | None, Field(description="A JSON object.")] = None,
         error_message: Annotated[str | None, text("Why it failed.", Limits.MESSAGE)] = None,
         criteria_results: Annotated[list[CriterionReport] | None, items("Per criterion.", Limits.CRITERIA)] = None,
-        telemetry: Annotated[
-            dict[str, Any] | None, Field(description="tokens_input, tokens_output, cost_usd, duration_seconds.")
-        ] = None,
+        telemetry: Spent = None,
         run_id: ClaimedRun = None,
     ) -> results.Completion:
         return await completion.complete_task(
