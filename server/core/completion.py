@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import leases, prover, results, review, views
+from server.core import leases, manifest, prover, results, review, views
 from server.core import telemetry as usage
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
@@ -87,13 +87,16 @@ async def complete_task(
             "Use jct_get_task to see where the task stands.",
         ) from None
     if changed is not None:
+        await manifest.record(core, changed.result.run_id)
         return changed.result
     # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
     async with core.db.read() as conn:
         recorded = await _recorded_outcome(core, conn, fence)
-        if recorded is not None:
-            return recorded
-        raise await leases.refusal(core, conn, fence)
+        if recorded is None:
+            raise await leases.refusal(core, conn, fence)
+    # The first completion's manifest may have been lost to a full disk; the retry writes it.
+    await manifest.record(core, recorded.run_id, only_if_missing=True)
+    return recorded
 
 
 def _prover_artifact(core: Core, row: Mapping[str, Any]) -> prover.ProverArtifact:

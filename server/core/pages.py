@@ -16,7 +16,7 @@ import anyio
 from pydantic import ValidationError
 from sqlalchemy import RowMapping
 
-from server.core import results, views
+from server.core import manifest, results, views
 from server.core.models import parse_id
 from server.core.service import Core
 from server.db import listing, queries
@@ -87,6 +87,8 @@ class RunPage:
     events: Sequence[results.RunEventView]
     evidence: results.EvidencePackDetail | None
     review: Review | None
+    # The trace store's manifest (server/core/manifest.py); None until the run completes.
+    manifest: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,7 @@ async def run_page(core: Core, run_id: str) -> RunPage:
         events=[views.run_event(e) for e in events],
         evidence=views.evidence_detail(pack) if pack is not None else None,
         review=review_of(decision),
+        manifest=await manifest.read(core, run_id) if run["ended_at"] is not None else None,
     )
 
 

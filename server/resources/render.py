@@ -6,6 +6,7 @@ Every section has a character budget; whatever is cut names the tool or resource
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from server.core import results
 from server.core.pages import EvidencePage, Review, RunLine, RunPage, TaskPage
@@ -267,7 +268,28 @@ def run_page(page: RunPage) -> str:
         lines += ["", "## Outputs", compact_json(run.outputs, TEXT_CHARS // 2, pointer)]
     if run.telemetry:
         lines += ["", "## Telemetry", compact_json(run.telemetry, 400, pointer)]
+    lines += ["", "## Trace manifest", *_manifest_lines(page.manifest, pointer)]
     return page_text(lines, pointer)
+
+
+def _manifest_lines(manifest: dict[str, Any] | None, pointer: str) -> list[str]:
+    """What the trace store holds for the run (server/core/manifest.py), written when it completed."""
+    if manifest is None:
+        return ["None yet: the trace store writes one when the run is completed."]
+    pack = manifest.get("evidence_pack_id")
+    lines = [
+        f"Written at completion: run {manifest.get('run_status')}, verdict {manifest.get('verdict') or 'none'}"
+        + (f", evidence {evidence_uri(str(pack))}" if pack else "")
+        + f"; {manifest.get('total_bytes', 0)} bytes stored."
+    ]
+    entries = []
+    for entry in manifest.get("artifacts") or []:
+        where = f"`{entry.get('file')}`" if entry.get("file") else "remote"
+        digest = f"sha256 `{entry['sha256']}`" if entry.get("sha256") else "no sha256"
+        size = f"{entry['size_bytes']} bytes" if entry.get("size_bytes") is not None else "size unknown"
+        entries.append(f"- {line(str(entry.get('title', '')), 120)} ({entry.get('type')}): {where}, {size}, {digest}")
+    lines += fit(entries, ARTIFACTS_CHARS, pointer) if entries else ["No artifacts."]
+    return lines
 
 
 def evidence_page(page: EvidencePage) -> str:
