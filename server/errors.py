@@ -24,6 +24,7 @@ class ErrorCode(StrEnum):
     ALREADY_REVIEWED = "ALREADY_REVIEWED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     MISSION_NOT_FOUND = "MISSION_NOT_FOUND"
+    DOCTRINE_NOT_FOUND = "DOCTRINE_NOT_FOUND"
     # Claimed by id while it still waits for its dependencies (or its phase): the message names them.
     TASK_BLOCKED = "TASK_BLOCKED"
     # The world failed (database unreachable, a lock timeout, disk full), not JCT or its caller: retry later.

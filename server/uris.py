@@ -18,6 +18,8 @@ TEMPLATES: Final = {
     "Artifact": "jct://artifacts/{artifact_id}",
     "Mission": "jct://missions/{mission_id}",
 }
+# Doctrine is named, not numbered: jct://doctrine/myorg/code-style.
+DOCTRINE: Final = "jct://doctrine/{namespace}/{name}"
 _PREFIX: Final = {kind: template.split("{", 1)[0] for kind, template in TEMPLATES.items()}
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _RECORD = re.compile(rf"jct://(tasks|issues|runs|evidence|artifacts|missions)/({_UUID})")
@@ -51,6 +53,11 @@ def artifact(artifact_id: str) -> str:
 
 def mission(mission_id: str) -> str:
     return of("Mission", mission_id)
+
+
+def doctrine(ref: str) -> str:
+    """The page of a doctrine entry, by its `namespace/name`."""
+    return f"jct://doctrine/{ref}"
 
 
 def is_jct_uri(uri: str) -> bool:

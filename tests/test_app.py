@@ -19,7 +19,7 @@ from server.config import Settings
 pytestmark = pytest.mark.anyio
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/x"
-ALL_TOOLS = 22
+ALL_TOOLS = 23
 
 
 def settings_for(url: str, tmp_path: Path, **overrides: Any) -> Settings:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import typer
 
 from server.cli import admin, missions, queue, serve
+from server.cli.doctrine import doctrine_app
 
 app = typer.Typer(
     help="JCT: a shared work queue for coding agents, served over MCP.",
@@ -39,6 +40,7 @@ token_app.command("rotate")(admin.token_rotate)
 token_app.command("list")(admin.token_list)
 token_app.command("revoke")(admin.token_revoke)
 app.add_typer(token_app, name="token")
+app.add_typer(doctrine_app, name="doctrine")
 
 
 def main() -> None:

@@ -45,6 +45,9 @@ class AuditAction(StrEnum):
     MISSION_CREATED = "mission.created"
     MISSION_COMPLETED = "mission.completed"
     MISSION_CANCELLED = "mission.cancelled"
+    DOCTRINE_ADDED = "doctrine.added"
+    DOCTRINE_UPDATED = "doctrine.updated"
+    DOCTRINE_REMOVED = "doctrine.removed"
 
     @classmethod
     def run_moved(cls, status: RunStatus) -> AuditAction:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
-from server.core import graph
+from server.core import doctrine, graph
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum
@@ -37,6 +37,7 @@ async def enqueue_task(
     mission_id: str | None = None,
     phase: int | None = None,
     depends_on: list[str] | None = None,
+    doctrine_refs: list[str] | None = None,
 ) -> r.Enqueued:
     """A task on the queue, behind the policy gate; with `mission_id`, one of that mission's (DESIGN 11)."""
     deps = graph.check_placement(mission_id, phase, depends_on)
@@ -52,6 +53,7 @@ async def enqueue_task(
         acceptance_criteria=acceptance_criteria or [],
         context_summary=context_summary or "",
         create_cwom=create_cwom,
+        doctrine=doctrine_refs,
     )
     if idempotency_key is not None:
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
@@ -75,6 +77,8 @@ async def enqueue_task(
             assert winner is not None
             return _duplicate(winner, request_hash)
         await graph.store_dependencies(conn, dependencies)
+        if rows.issue is not None:
+            await doctrine.link(conn, [(rows.issue["id"], request.get("doctrine", []))])
     task = rows.task
     return r.Enqueued(
         task_id=task["id"], trace_id=task["trace_id"], status=task["status"], cwom_issue_id=task["issue_id"]
@@ -110,7 +114,13 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
         raise invalid(f"{len(criteria)} acceptance criteria; the limit is {Limits.CRITERIA}.", "Merge or trim them.")
     criteria = [check_text(c, f"acceptance_criteria[{i}]", Limits.CRITERION).strip() for i, c in enumerate(criteria)]
     summary = check_text(fields["context_summary"], "context_summary", Limits.SUMMARY, required=False)
-    return {
+    # Only when given, so a request without them hashes as it always did (idempotency keys stay valid).
+    extra: dict[str, Any] = {}
+    if refs := doctrine.check_refs(fields.get("doctrine")):
+        if not fields["create_cwom"]:
+            raise invalid("doctrine needs the issue (create_cwom=true).", "Keep create_cwom true, or drop doctrine.")
+        extra["doctrine"] = refs
+    return extra | {
         "objective": objective,
         "operation": operation.value,
         "target_repo": repo,

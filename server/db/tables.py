@@ -81,6 +81,9 @@ doctrine_refs = Table(
     Column("namespace", String(128), nullable=False),
     Column("name", String(128), nullable=False),
     Column("body", Text, nullable=False),
+    # Every task whose target_repo starts with it gets this doctrine in its briefing (NULL: linked by name only).
+    Column("repo_prefix", String(512), nullable=True),
+    Column("updated_at", UTCDateTime, nullable=True),
     UniqueConstraint("namespace", "name"),
 )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from server.core import results
+from server.core import doctrine, results
 from server.core.pages import EvidencePage, Review, RunLine, RunPage, TaskPage
 from server.markdown import (
     artifact_uri,
@@ -350,3 +350,17 @@ def remote_artifact(artifact: results.ArtifactView) -> str:
     """text/uri-list: a comment naming the artifact, then its URI."""
     comment = f"# {line(artifact.title, 120)} ({artifact.type}, {artifact.media_type}), stored outside JCT"
     return f"{comment}\r\n{artifact.uri}\r\n"
+
+
+def doctrine_page(entry: doctrine.DoctrineEntry) -> str:
+    """A doctrine entry: standing guidance, and which briefings carry it."""
+    pointer = f'call jct_manage_doctrine(action="show", name="{entry.ref}")'
+    reach = (
+        f"In the briefing of every task whose repository starts with {code(entry.repo_prefix)}, and of every task "
+        "that named it at enqueue."
+        if entry.repo_prefix
+        else "In the briefing of every task that named it at enqueue (doctrine=[...])."
+    )
+    lines = [f"# Doctrine: {line(entry.ref, 260)}", "", reach, "", "## Guidance"]
+    lines += block(entry.body, TEXT_CHARS, pointer)
+    return page_text(lines, pointer)

@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 
 from server import sdk, uris
-from server.core import catalog, mission_status, pages, queue, review
+from server.core import catalog, doctrine, mission_status, pages, queue, review
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
@@ -51,6 +51,7 @@ _NOT_FOUND = {
     ErrorCode.EVIDENCE_PACK_NOT_FOUND,
     ErrorCode.ARTIFACT_NOT_FOUND,
     ErrorCode.MISSION_NOT_FOUND,
+    ErrorCode.DOCTRINE_NOT_FOUND,
 }
 
 T = TypeVar("T")
@@ -176,6 +177,18 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         uri = uris.mission(mission_id)
         view = await _guard(uri, mission_status.get_mission(core, mission_id, include=["tasks"]))
         return mission_page.mission_page(view)
+
+    @server.resource(
+        uris.DOCTRINE,
+        name="doctrine",
+        title="Doctrine",
+        description="Standing guidance by name (myorg/code-style) that briefings carry, and which tasks get it.",
+        mime_type=MARKDOWN,
+    )
+    async def read_doctrine(namespace: str, name: str) -> str:
+        ref = f"{namespace}/{name}"
+        shown = await _guard(uris.doctrine(ref), doctrine.show(core, ref))
+        return render.doctrine_page(shown.doctrine[0])
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:

@@ -45,11 +45,9 @@ class CriterionReport(BaseModel):
         return {**self.model_dump(), "evidence": evidence}
 
 
-# Summed on the run (server/core/telemetry.py), so each report gives what was spent since the last one.
-Spent = Annotated[
-    dict[str, Any] | None,
-    Field(description="Spent since your last report: tokens_input, tokens_output, cost_usd, duration_seconds."),
-]
+# Summed on the run (server/core/telemetry.py), so each report gives what was spent since the last one,
+# jct_complete_task's too (its telemetry's description names the keys).
+Spent = Annotated[dict[str, Any] | None, Field(description="Spent since last report.")]
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -195,7 +193,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         outputs: Annotated[str | dict[str, Any] | None, Field(description="A JSON object.")] = None,
         error_message: Annotated[str | None, text("Why it failed.", Limits.MESSAGE)] = None,
         criteria_results: Annotated[list[CriterionReport] | None, items("Per criterion.", Limits.CRITERIA)] = None,
-        telemetry: Spent = None,
+        telemetry: Annotated[
+            dict[str, Any] | None, Field(description="tokens_input, tokens_output, cost_usd, duration_seconds.")
+        ] = None,
         run_id: ClaimedRun = None,
     ) -> results.Completion:
         return await completion.complete_task(

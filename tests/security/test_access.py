@@ -50,7 +50,7 @@ OBSERVE_TOOLS = {
     "jct_queue_stats",
 }
 REVIEW_TOOLS = {"jct_list_pending_reviews", "jct_submit_review"}
-ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task", "jct_cancel_mission"}
+ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task", "jct_cancel_mission", "jct_manage_doctrine"}
 
 
 async def enqueue(client: Client, objective: str = "Add input validation") -> str:

@@ -1,4 +1,4 @@
-"""telemetry totals
+"""telemetry totals, doctrine by repository prefix
 
 Revision ID: 0010
 Revises: 0006
@@ -6,6 +6,7 @@ Create Date: 2026-11-23 02:00:00.000000
 
 - telemetry_deltas: what agents report spending (tokens, cost, time), one row per report and number, summed
   by jct_queue_stats; backfilled from the telemetry runs already hold.
+- doctrine_refs.repo_prefix (every task of a repository under it gets the doctrine) and updated_at.
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ def upgrade() -> None:
     backfill = [{"key": key, "amount": amount} for key, amount in sums.items() if amount]
     if backfill:
         op.bulk_insert(deltas, backfill)
+    op.add_column("doctrine_refs", sa.Column("repo_prefix", sa.String(length=512), nullable=True))
+    op.add_column("doctrine_refs", sa.Column("updated_at", server.db.types.UTCDateTime(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("doctrine_refs") as batch_op:
+        batch_op.drop_column("updated_at")
+        batch_op.drop_column("repo_prefix")
     op.drop_table("telemetry_deltas")
