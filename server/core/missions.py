@@ -43,6 +43,8 @@ TASK_FIELDS = frozenset(
         "context_summary",
         "depends_on",
         "doctrine",
+        "prior_art",
+        "data",
     }
 )
 
@@ -131,6 +133,8 @@ def _planned(core: Core, task: object, where: str, phase: int, phase_of: dict[st
         context_summary=task.get("context_summary") or "",
         create_cwom=True,
         doctrine=task.get("doctrine"),
+        prior_art=task.get("prior_art"),
+        data=task.get("data"),
     )
     return Planned(key, phase, request, tuple(dict.fromkeys(depends_on)))
 

@@ -1,5 +1,5 @@
-"""`jct doctrine` through the real process: add from a file, list, show, remove, and the one line for a
-name that is not there; what it adds reaches the briefing of a task enqueued by hand."""
+"""`jct doctrine`, `jct enqueue --prior-art --data` and `jct brief` through the real process: doctrine added
+from a file reaches the briefing of a task enqueued by hand; a briefing is revised by hand; bad input is one line."""
 
 from __future__ import annotations
 
@@ -65,3 +65,43 @@ async def test_a_bad_name_or_a_missing_file_is_one_line(tmp_path: Path) -> None:
     code, _out, err = await jct(tmp_path, "doctrine", "add", "myorg/x", "--file", str(tmp_path / "absent.md"), env=env)
     assert code == 2
     assert one_error_line(err).startswith("error: cannot read ")
+
+
+async def test_enqueue_with_prior_art_and_data_then_revise_the_briefing_by_hand(tmp_path: Path) -> None:
+    env = local_env(tmp_path)
+    code, out, err = await jct(
+        tmp_path,
+        "enqueue",
+        "Validate emails",
+        "--operation",
+        "code_change",
+        "--repo",
+        "myorg/api",
+        "--prior-art",
+        "PR #12 was reverted",
+        "--data",
+        '{"endpoint": "/signup"}',
+        env=env,
+    )
+    assert code == 0, err
+    task_id = out.split("enqueued task ", 1)[1].split()[0]
+    code, out, err = await jct(
+        tmp_path, "brief", task_id, "--summary", "Reject missing TLDs too.", "--criterion", "TLD required", env=env
+    )
+    assert code == 0, err
+    assert out.strip() == f"briefing of task {task_id} is now version 2"
+    core = Core.build(Settings(_env_file=None, database_url=f"sqlite:///{tmp_path / 'cli.db'}", home=tmp_path))
+    try:
+        packet = (await observe.get_context(core, task_id)).context_packet
+    finally:
+        await core.db.dispose()
+    assert packet is not None
+    assert (packet.version, packet.summary, packet.acceptance_criteria) == (
+        2,
+        "Reject missing TLDs too.",
+        ["TLD required"],
+    )
+    assert (packet.prior_art, packet.data) == (["PR #12 was reverted"], {"endpoint": "/signup"})
+    code, _out, err = await jct(tmp_path, "brief", task_id, "--data", "[1]", env=env)
+    assert code == 2
+    assert one_error_line(err) == "error: --data must be a JSON object"
