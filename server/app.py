@@ -182,6 +182,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         # The dashboard (server/ui/): its own login with tokens, so the front door leaves it alone.
         Route("/ui", to_dashboard, methods=["GET"]),
         Mount("/ui", app=build_ui(core, mcp.hub, sessions, security, tokens_on)),
+        Route("/health", healthz, methods=["GET"]),  # seed 003's name for the same liveness answer
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *streamable.routes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -37,6 +37,32 @@ def async_database_url(url: str) -> str:
     if base in ("postgresql", "postgres"):
         return f"postgresql+asyncpg://{rest}"
     raise ValueError(f"unsupported database {scheme!r}; JCT runs on sqlite or postgresql")
+
+
+def trace_root_path(value: Any) -> Any:
+    """JCT_TRACE_ROOT as a directory: a plain path, or a `file://` URL (`file:///var/lib/jct/runs`).
+
+    Any other scheme is refused: the trace store writes to a local directory only, and a URL read as a
+    relative path (`./file:/var/...`) would scatter the traces silently.
+    """
+    if isinstance(value, Path) or not isinstance(value, str):
+        return value
+    value = value.strip()
+    if not value:
+        return None
+    if "://" not in value:
+        return Path(value)
+    parts = urlsplit(value)
+    if parts.scheme.lower() != "file":
+        raise ValueError(
+            f"{value!r} is a {parts.scheme}:// URL; the trace store is a local directory: give a path "
+            "(/var/lib/jct/runs) or a file:// URL (file:///var/lib/jct/runs)"
+        )
+    if parts.netloc not in ("", "localhost") or parts.query or parts.fragment or not parts.path:
+        raise ValueError(
+            f"{value!r} is not a local file:// URL; write it file:///absolute/path (three slashes, no host)"
+        )
+    return Path(unquote(parts.path))
 
 
 class Settings(BaseSettings):
@@ -133,6 +159,8 @@ class Settings(BaseSettings):
         """JCT_REPOS as (prefix, location), the longest prefix first."""
         pairs = [tuple(pair.split("=", 1)) for pair in self.repos]
         return sorted(((p, loc) for p, loc in pairs), key=lambda item: -len(item[0]))
+
+    _trace_root = field_validator("trace_root", mode="before")(trace_root_path)
 
     @field_validator("toolsets")
     @classmethod

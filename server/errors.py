@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     MISSION_NOT_FOUND = "MISSION_NOT_FOUND"
     # jct_start_workflow named no workflow JCT knows (a shipped one, or a file in JCT_WORKFLOWS_DIR that loaded).
     WORKFLOW_NOT_FOUND = "WORKFLOW_NOT_FOUND"
+    DOCTRINE_NOT_FOUND = "DOCTRINE_NOT_FOUND"
     # Claimed by id while it still waits for its dependencies (or its phase): the message names them.
     TASK_BLOCKED = "TASK_BLOCKED"
     # Verified changes (JCT reads the task's repository): the reported commit is not there, it does not

@@ -23,6 +23,8 @@ WORKFLOW: Final = "jct://workflows/{name}"
 _WORKFLOW = re.compile(r"jct://workflows/[a-z][a-z0-9_-]{0,63}")
 # What JCT read of a run's change in its repository (a verifiable task): a diff, not a record of its own.
 RUN_DIFF: Final = "jct://runs/{run_id}/diff"
+# Doctrine is named, not numbered: jct://doctrine/myorg/code-style.
+DOCTRINE: Final = "jct://doctrine/{namespace}/{name}"
 _PREFIX: Final = {kind: template.split("{", 1)[0] for kind, template in TEMPLATES.items()}
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _RECORD = re.compile(rf"jct://(tasks|issues|runs|evidence|artifacts|missions)/({_UUID})")
@@ -64,6 +66,11 @@ def mission(mission_id: str) -> str:
 
 def workflow(name: str) -> str:
     return f"jct://workflows/{name}"
+
+
+def doctrine(ref: str) -> str:
+    """The page of a doctrine entry, by its `namespace/name`."""
+    return f"jct://doctrine/{ref}"
 
 
 def is_jct_uri(uri: str) -> bool:

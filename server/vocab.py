@@ -92,6 +92,7 @@ class EntityKind(StrEnum):
     ARTIFACT = "Artifact"
     EVIDENCE_PACK = "EvidencePack"
     MISSION = "Mission"
+    DOCTRINE = "Doctrine"
 
 
 class MissionStatus(StrEnum):

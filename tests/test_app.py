@@ -19,7 +19,7 @@ from server.config import Settings
 pytestmark = pytest.mark.anyio
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/x"
-ALL_TOOLS = 32
+ALL_TOOLS = 33
 
 
 def settings_for(url: str, tmp_path: Path, **overrides: Any) -> Settings:
@@ -39,6 +39,16 @@ async def test_healthz_reports_version_and_tool_count(make_settings: Callable[..
         response = await http.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "version": version("jct"), "tools": ALL_TOOLS}
+
+
+async def test_health_is_seed_003s_name_for_healthz(make_settings: Callable[..., Settings]) -> None:
+    async with asgi(create_app(make_settings(toolsets=["worker"]))) as http:
+        health = await http.get("/health")
+        healthz = await http.get("/healthz")
+    assert health.status_code == 200
+    assert health.json() == healthz.json()
+    assert health.json()["status"] == "ok"
+    assert 0 < health.json()["tools"] < ALL_TOOLS
 
 
 async def test_healthz_counts_only_the_selected_toolsets(make_settings: Callable[..., Settings]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import typer
 
 from server.cli import admin, missions, operators, queue, serve, workflows
+from server.cli.doctrine import doctrine_app
 
 app = typer.Typer(
     help="JCT: a shared work queue for coding agents, served over MCP.",
@@ -22,6 +23,7 @@ app.command()(admin.config)
 app.command()(queue.enqueue)
 app.command()(queue.tasks)
 app.command()(queue.show)
+app.command()(queue.brief)
 app.command()(queue.stats)
 app.command()(queue.reviews)
 app.command("review")(queue.review_command)
@@ -47,6 +49,7 @@ token_app.command("rotate")(admin.token_rotate)
 token_app.command("list")(admin.token_list)
 token_app.command("revoke")(admin.token_revoke)
 app.add_typer(token_app, name="token")
+app.add_typer(doctrine_app, name="doctrine")
 
 workflow_app = typer.Typer(help="Workflows: reusable plans that start missions.", no_args_is_help=True)
 workflow_app.command("start")(workflows.start)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import assert_never
+import json
+from typing import Any, assert_never
 
 import typer
 
 from server.cli import render
 from server.cli.common import fail, run_core
 from server.cli.render import console
-from server.core import intake, observe, queue, review
+from server.core import intake, observe, queue, review, revise
 from server.core.models import parse_id
 from server.errors import JctError
 
@@ -35,8 +36,12 @@ def enqueue(
     criterion: list[str] = typer.Option([], help="An acceptance criterion (repeatable)."),
     summary: str | None = typer.Option(None, help="Context summary for the agent's briefing."),
     key: str | None = typer.Option(None, help="Idempotency key: enqueueing the same key twice is one task."),
+    doctrine: list[str] = typer.Option([], help="Doctrine to follow, NAMESPACE/NAME (repeatable)."),
+    prior_art: list[str] = typer.Option([], "--prior-art", help="Earlier work the agent should know of (repeatable)."),
+    data: str | None = typer.Option(None, help="Structured facts for the briefing: a JSON object."),
 ) -> None:
     """Put a task on the queue."""
+    facts = _json_object(data, "--data")
     result = run_core(
         lambda core, actor: intake.enqueue_task(
             core,
@@ -51,6 +56,9 @@ def enqueue(
             acceptance_criteria=criterion or None,
             context_summary=summary,
             idempotency_key=key,
+            doctrine_refs=doctrine or None,
+            prior_art=prior_art or None,
+            data=facts,
         )
     )
     note = " (duplicate: this key was enqueued before)" if result.duplicate else ""
@@ -118,3 +126,40 @@ def review_command(
         + (f", issue {result.issue_status}" if result.issue_status else "")
         + (f", briefing v{result.context_packet_version}" if result.context_packet_version else "")
     )
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{option} is not JSON: {exc.msg}", 2)
+    if not isinstance(value, dict):
+        fail(f"{option} must be a JSON object", 2)
+    return value
+
+
+def brief(
+    task_id: str = typer.Argument(..., help="The task whose briefing to revise."),
+    summary: str | None = typer.Option(None, help="A new context summary."),
+    prior_art: list[str] = typer.Option([], "--prior-art", help="Prior art, replacing the list (repeatable)."),
+    file_of_interest: list[str] = typer.Option([], "--file", help="Files of interest, replacing them (repeatable)."),
+    criterion: list[str] = typer.Option([], help="Acceptance criteria, replacing the list (repeatable)."),
+    data: str | None = typer.Option(None, help="Structured facts, replacing them: a JSON object."),
+) -> None:
+    """Revise a task's briefing without a review round: a new context packet version (admin or its enqueuer)."""
+    facts = _json_object(data, "--data")
+    packet = run_core(
+        lambda core, actor: revise.revise_briefing(
+            core,
+            actor,
+            task_id,
+            summary=summary,
+            prior_art=prior_art or None,
+            files_of_interest=file_of_interest or None,
+            acceptance_criteria=criterion or None,
+            data=facts,
+        )
+    )
+    console.print(f"briefing of task {task_id} is now version {packet.version}")

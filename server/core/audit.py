@@ -48,6 +48,11 @@ class AuditAction(StrEnum):
     MISSION_CREATED = "mission.created"
     MISSION_COMPLETED = "mission.completed"
     MISSION_CANCELLED = "mission.cancelled"
+    # A new briefing version made by hand (server/core/revise.py), not by a review round.
+    BRIEFING_REVISED = "issue.briefing_revised"
+    DOCTRINE_ADDED = "doctrine.added"
+    DOCTRINE_UPDATED = "doctrine.updated"
+    DOCTRINE_REMOVED = "doctrine.removed"
 
     @classmethod
     def run_moved(cls, status: RunStatus) -> AuditAction:

@@ -11,7 +11,8 @@ from typing import Any
 import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import gitcli, leases, prover, results, review, verified, views
+from server.core import gitcli, leases, manifest, prover, results, review, verified, views
+from server.core import telemetry as usage
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.core.text import parse_json, storable
@@ -21,7 +22,6 @@ from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import ArtifactType, RunStatus
 
-TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
 PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
 
@@ -45,7 +45,7 @@ async def complete_task(
     if error_message is not None:
         check_text(error_message, "error_message", Limits.MESSAGE, required=False)
     parsed_outputs = _parse_outputs(outputs)
-    checked_telemetry = _check_telemetry(telemetry)
+    checked_telemetry = usage.check(telemetry)
     if criteria_results is not None and not isinstance(criteria_results, list):
         raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
 
@@ -98,13 +98,16 @@ async def complete_task(
             "Use jct_get_task to see where the task stands.",
         ) from None
     if changed is not None:
+        await manifest.record(core, changed.result.run_id)
         return changed.result
     # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
     async with core.db.read() as conn:
         recorded = await _recorded_outcome(core, conn, fence)
-        if recorded is not None:
-            return recorded
-        raise await leases.refusal(core, conn, fence)
+        if recorded is None:
+            raise await leases.refusal(core, conn, fence)
+    # The first completion's manifest may have been lost to a full disk; the retry writes it.
+    await manifest.record(core, recorded.run_id, only_if_missing=True)
+    return recorded
 
 
 def declared_outputs(step: Mapping[str, Any] | None) -> tuple[prover.DeclaredOutput, ...]:
@@ -220,18 +223,3 @@ def _parse_outputs(outputs: str | dict[str, Any] | None) -> Any:
     if isinstance(outputs, dict):
         return outputs
     return parse_json(outputs, "outputs")
-
-
-def _check_telemetry(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
-    if telemetry is None:
-        return None
-    if not isinstance(telemetry, dict):
-        raise invalid("telemetry must be an object.", 'Send e.g. {"tokens_input": 1200, "cost_usd": 0.02}.')
-    storable(telemetry, "telemetry")
-    for key in TELEMETRY_NUMBERS:
-        value = telemetry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-            raise invalid(f"telemetry.{key} must be a non-negative number.", f"Send {key} as a number, or omit it.")
-    if len(json.dumps(telemetry)) > 16_000:
-        raise invalid("telemetry is larger than 16,000 characters.", "Keep telemetry to a few numbers.")
-    return telemetry

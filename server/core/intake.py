@@ -9,12 +9,13 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
-from server.core import graph
+from server.core import doctrine, graph
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum
 from server.core.repos import looks_local
 from server.core.service import Core
+from server.core.text import storable
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, IssueStatus, Operation, Priority, TaskStatus
@@ -38,6 +39,9 @@ async def enqueue_task(
     mission_id: str | None = None,
     phase: int | None = None,
     depends_on: list[str] | None = None,
+    doctrine_refs: list[str] | None = None,
+    prior_art: list[str] | None = None,
+    data: dict[str, Any] | None = None,
 ) -> r.Enqueued:
     """A task on the queue, behind the policy gate; with `mission_id`, one of that mission's (DESIGN 11)."""
     deps = graph.check_placement(mission_id, phase, depends_on)
@@ -53,6 +57,9 @@ async def enqueue_task(
         acceptance_criteria=acceptance_criteria or [],
         context_summary=context_summary or "",
         create_cwom=create_cwom,
+        doctrine=doctrine_refs,
+        prior_art=prior_art,
+        data=data,
     )
     if idempotency_key is not None:
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
@@ -76,6 +83,8 @@ async def enqueue_task(
             assert winner is not None
             return _duplicate(winner, request_hash)
         await graph.store_dependencies(conn, dependencies)
+        if rows.issue is not None:
+            await doctrine.link(conn, [(rows.issue["id"], request.get("doctrine", []))])
     task = rows.task
     return r.Enqueued(
         task_id=task["id"], trace_id=task["trace_id"], status=task["status"], cwom_issue_id=task["issue_id"]
@@ -118,7 +127,17 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
         raise invalid(f"{len(criteria)} acceptance criteria; the limit is {Limits.CRITERIA}.", "Merge or trim them.")
     criteria = [check_text(c, f"acceptance_criteria[{i}]", Limits.CRITERION).strip() for i, c in enumerate(criteria)]
     summary = check_text(fields["context_summary"], "context_summary", Limits.SUMMARY, required=False)
-    return {
+    # Only when given, so a request without them hashes as it always did (idempotency keys stay valid).
+    extra: dict[str, Any] = {}
+    if refs := doctrine.check_refs(fields.get("doctrine")):
+        if not fields["create_cwom"]:
+            raise invalid("doctrine needs the issue (create_cwom=true).", "Keep create_cwom true, or drop doctrine.")
+        extra["doctrine"] = refs
+    if prior := check_prior_art(fields.get("prior_art")):
+        extra["prior_art"] = prior
+    if facts := check_data(fields.get("data")):
+        extra["data"] = facts
+    return extra | {
         "objective": objective,
         "operation": operation.value,
         "target_repo": repo,
@@ -130,6 +149,29 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
         "context_summary": summary,
         "create_cwom": fields["create_cwom"],
     }
+
+
+def check_prior_art(prior_art: object) -> list[str]:
+    """Earlier work the agent should know of (links, commits, issues), one line each."""
+    if prior_art is None:
+        return []
+    if not isinstance(prior_art, list):
+        raise invalid("prior_art must be a list of texts.", 'Send e.g. ["PR #12 tried this and was reverted"].')
+    if len(prior_art) > Limits.PRIOR_ART:
+        raise invalid(f"prior_art has {len(prior_art)} entries; the limit is {Limits.PRIOR_ART}.", "Keep what matters.")
+    return [check_text(p, f"prior_art[{i}]", Limits.PRIOR_ART_ITEM).strip() for i, p in enumerate(prior_art)]
+
+
+def check_data(data: object) -> dict[str, Any]:
+    """Structured facts for the briefing: a JSON object JCT can store, at most Limits.DATA_CHARS as JSON."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise invalid("data must be a JSON object.", 'Send e.g. {"endpoint": "/signup", "status": 400}.')
+    storable(data, "data")
+    if len(json.dumps(data)) > Limits.DATA_CHARS:
+        raise invalid(f"data is larger than {Limits.DATA_CHARS:,} characters as JSON.", "Keep data to a few facts.")
+    return data
 
 
 def check_target_path(path: str) -> str:
@@ -175,10 +217,10 @@ def bundle(
             "issue_id": issue_id,
             "version": 1,
             "summary": req["context_summary"],
-            "prior_art": [],
+            "prior_art": req.get("prior_art", []),
             "files_of_interest": [req["target_path"]] if req["target_path"] else [],
             "acceptance_criteria": req["acceptance_criteria"],
-            "data": {},
+            "data": req.get("data", {}),
             "review_feedback": None,
             "created_at": ts,
         }

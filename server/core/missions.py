@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from server.core import intake
+from server.core import doctrine, intake
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id
@@ -42,6 +42,9 @@ TASK_FIELDS = frozenset(
         "acceptance_criteria",
         "context_summary",
         "depends_on",
+        "doctrine",
+        "prior_art",
+        "data",
     }
 )
 
@@ -129,6 +132,9 @@ def _planned(core: Core, task: object, where: str, phase: int, phase_of: dict[st
         acceptance_criteria=task.get("acceptance_criteria") or [],
         context_summary=task.get("context_summary") or "",
         create_cwom=True,
+        doctrine=task.get("doctrine"),
+        prior_art=task.get("prior_art"),
+        data=task.get("data"),
     )
     return Planned(key, phase, request, tuple(dict.fromkeys(depends_on)))
 
@@ -213,6 +219,10 @@ async def create_mission(
             if existing is not None:
                 return await _duplicate(conn, existing, request_hash)
         await queries.insert_task_bundles(conn, bundles)
+        await doctrine.link(
+            conn,
+            [(b.issue["id"], p.request.get("doctrine", [])) for p, b in zip(planned, bundles, strict=True) if b.issue],
+        )
         if not await q.insert_mission(conn, mission, phase_rows, dependencies):
             assert idempotency_key is not None
             winner = await q.mission_by_idempotency_key(conn, actor.claimant, idempotency_key)

@@ -76,6 +76,12 @@ class Limits:
     DEPENDENCIES = 50
     PHASES = 20
     MISSION_TASKS = 500
+    DOCTRINE_BODY = 20_000
+    DOCTRINE_REF = 257  # namespace/name, 128 each
+    DOCTRINES = 20  # named at one enqueue
+    PRIOR_ART = 50
+    PRIOR_ART_ITEM = 1_000
+    DATA_CHARS = 16_000
     MIN_BUDGET = 30
     MAX_BUDGET = 86_400
 

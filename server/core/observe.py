@@ -6,6 +6,7 @@ from typing import Literal
 
 import anyio
 
+from server.core import doctrine as doctrine_rule
 from server.core import results, views
 from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
@@ -40,10 +41,7 @@ async def get_context(core: Core, task_id: str) -> results.TaskContext:
             issue_row = await queries.get_issue(conn, task["issue_id"])
             issue = views.issue(issue_row) if issue_row is not None else None
             packet = await queries.latest_context_packet(conn, task["issue_id"])
-            doctrine = [
-                results.DoctrineRef(id=d["id"], namespace=d["namespace"], name=d["name"], body=d["body"])
-                for d in await queries.doctrine_for_issue(conn, task["issue_id"])
-            ]
+            doctrine = await doctrine_rule.for_issue(conn, task["issue_id"], task["target_repo"])
         snapshot_id = task["constraint_snapshot_id"]
         snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
         mission_id = task["mission_id"]

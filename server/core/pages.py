@@ -16,7 +16,7 @@ import anyio
 from pydantic import ValidationError
 from sqlalchemy import RowMapping
 
-from server.core import results, views
+from server.core import doctrine, manifest, results, views
 from server.core.models import parse_id
 from server.core.service import Core
 from server.db import listing, queries
@@ -87,6 +87,8 @@ class RunPage:
     events: Sequence[results.RunEventView]
     evidence: results.EvidencePackDetail | None
     review: Review | None
+    # The trace store's manifest (server/core/manifest.py); None until the run completes.
+    manifest: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -199,9 +201,9 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
         tasks = await listing.tasks_of_issue(conn, issue_id, ISSUE_TASKS_SHOWN)
         packet = await queries.latest_context_packet(conn, issue_id)
         feedback = await listing.feedback_of_issue(conn, issue_id, FEEDBACK_VERSIONS)
-        doctrine = await queries.doctrine_for_issue(conn, issue_id)
         runs = await listing.runs_of_tasks(conn, [task["id"] for task in tasks], ISSUE_RUNS_SHOWN)
         latest = tasks[0] if tasks else None
+        doctrine_refs = await doctrine.for_issue(conn, issue_id, latest["target_repo"] if latest else None)
         snapshot_id = latest["constraint_snapshot_id"] if latest is not None else None
         snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
     return IssueBrief(
@@ -211,9 +213,7 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
         packet=views.context_packet(packet),
         feedback=_feedback(list(feedback)),
         constraints=views.constraints(snapshot, latest) if latest is not None else None,
-        doctrine=[
-            results.DoctrineRef(id=d["id"], namespace=d["namespace"], name=d["name"], body=d["body"]) for d in doctrine
-        ],
+        doctrine=doctrine_refs,
     )
 
 
@@ -237,6 +237,7 @@ async def run_page(core: Core, run_id: str) -> RunPage:
         events=[views.run_event(e) for e in events],
         evidence=views.evidence_detail(pack) if pack is not None else None,
         review=review_of(decision),
+        manifest=await manifest.read(core, run_id) if run["ended_at"] is not None else None,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import graph, verified, views
+from server.core import graph, telemetry, verified, views
 from server.core import results as r
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
@@ -176,15 +176,22 @@ async def queue_stats(core: Core) -> r.QueueStats:
     """Every figure is read from an index or the trigger-kept counts: flat however many tasks exist."""
     async with core.db.read() as conn:
         tallies, summed = await listing.counts(conn)
+        spent, spent_rows = await counts.telemetry_totals(conn)
         expired = await queries.count_expired_leases(conn, core.now())
         oldest = await listing.oldest_queued_at(conn, [p.value for p in Priority])
-    if summed > FOLD_AFTER_ROWS:
+    if summed > FOLD_AFTER_ROWS or spent_rows > FOLD_AFTER_ROWS:
         # Nobody has folded the counts for a while (the sweeper does it every pass): fold them now.
         await fold_counts(core)
     age = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else None
     full = {status.value: tallies.get(("task", status.value), 0) for status in TaskStatus}
     pending = tallies.get(("review", ReviewState.PENDING), 0)
-    return r.QueueStats(counts=full, expired_leases=expired, oldest_queued_age_seconds=age, pending_reviews=pending)
+    return r.QueueStats(
+        counts=full,
+        expired_leases=expired,
+        oldest_queued_age_seconds=age,
+        pending_reviews=pending,
+        telemetry_totals=telemetry.shown_totals(spent),
+    )
 
 
 # Delta rows queue_stats sums before it folds them itself.

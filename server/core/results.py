@@ -426,6 +426,8 @@ class QueueStats(Ok):
     expired_leases: int
     oldest_queued_age_seconds: float | None = None
     pending_reviews: int
+    # What agents reported spending on every run (server/core/telemetry.py NUMBERS).
+    telemetry_totals: dict[str, float] = Field(default_factory=dict)
 
 
 class PendingReview(BaseModel):

@@ -12,6 +12,7 @@ from sqlalchemy import ColumnElement, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import gates, missions, prover, results, views
+from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
@@ -91,7 +92,7 @@ def settle_completion(
                 "ended_at": ts,
                 "summary": summary,
                 "outputs": outputs,
-                "telemetry": telemetry,
+                "telemetry": usage.add(run.get("telemetry"), telemetry) if telemetry else run.get("telemetry"),
                 "failure": failure,
                 "files_changed": files_changed,
             },
@@ -111,6 +112,8 @@ def settle_completion(
         ),
     ]
     trace = task["trace_id"]
+    if telemetry and (spent := usage.totals_rows(telemetry)):
+        writes.append(changes.insert_telemetry_deltas(spent))
     running = {"status": RunStatus.RUNNING}
     audit = [
         audit_row(

@@ -6,6 +6,7 @@ All I/O here is synchronous and blocking; async callers run these methods in a w
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -13,12 +14,14 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from server.errors import ErrorCode, JctError, invalid
 
 MAX_NAME_CHARS = 80
+MANIFEST = "manifest.json"
 # Longer hash suffixes to fall back on if two different contents ever share the short one.
 _SUFFIX_LENGTHS = (8, 16, 64)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -92,6 +95,30 @@ class TraceStore:
         else:  # pragma: no cover - needs a full sha256 collision
             raise JctError(ErrorCode.INTERNAL_ERROR, f"Could not find a free file name for {name!r}.")
         return StoredContent(uri=path.as_uri(), path=path, size_bytes=len(content), sha256=digest)
+
+    def write_manifest(self, run_id: str, manifest: dict[str, Any]) -> None:
+        """What a run left in the store (server/core/manifest.py), as `runs/<run_id>/manifest.json`, atomically."""
+        content = json.dumps(manifest, indent=2, sort_keys=True).encode()
+        _write_atomically(self._inside_root(self.run_dir(run_id) / MANIFEST), content)
+
+    def read_manifest(self, run_id: str) -> dict[str, Any] | None:
+        """The run's manifest, or None when none was written (the run has not completed)."""
+        path = self.run_dir(run_id) / MANIFEST
+        try:
+            found = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError:  # pragma: no cover - written atomically, so only a hand edit gets here
+            return None
+        return found if isinstance(found, dict) else None
+
+    def file_in_run(self, run_id: str, uri: str) -> str | None:
+        """A stored artifact's file, relative to its run's directory (`artifacts/x-1a2b3c4d.diff`)."""
+        path = self._path_of(uri)
+        run_dir = self.run_dir(run_id).resolve()
+        if path is None or not path.is_relative_to(run_dir):
+            return None
+        return path.relative_to(run_dir).as_posix()
 
     def read_text(self, uri: str, offset: int = 0, max_chars: int = 20000) -> tuple[str, int, bool]:
         """Return (text slice, total chars, whether more text follows the slice) for a stored file."""

@@ -14,6 +14,7 @@ from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import events, leases, results, verified
+from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core
@@ -22,7 +23,6 @@ from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import ArtifactType, EntityKind, EventKind, IssueStatus, RunStatus, TaskStatus
 
-TELEMETRY_NUMBERS = ("tokens_input", "tokens_output", "cost_usd", "duration_seconds")
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
 PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
 R = TypeVar("R")
@@ -203,6 +203,7 @@ async def report_progress(
     kind: str = "progress",
     run_id: str | None = None,
     data: object = None,
+    telemetry: object = None,
 ) -> results.ProgressReported:
     task_id = parse_id(task_id, "task_id")
     fence = leases.fence_for(core, actor, task_id, run_id)
@@ -211,6 +212,7 @@ async def report_progress(
     if progress is not None and not 0 <= progress <= 100:
         raise invalid(f"progress {progress} is outside 0..100.", "Give a percentage from 0 to 100, or omit it.")
     checked = events.check_data(event_kind, message, data)
+    spent = usage.check(telemetry)
     ts = core.now()
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.ProgressReported]:
@@ -233,6 +235,12 @@ async def report_progress(
             event_id=0, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
         )
         writes: list[changes.Write] = [changes.insert_run_event(event), changes.insert_audit(audit)]
+        if spent:
+            # Summed on the run under the fence's row lock, so two reports cannot lose one another.
+            total = usage.add(run.get("telemetry"), spent)
+            writes.append(changes.update_run(run["id"], {"telemetry": total}, status_in=(RunStatus.RUNNING,)))
+            if rows := usage.totals_rows(spent):
+                writes.append(changes.insert_telemetry_deltas(rows))
         if events.needs_a_person(event_kind, checked):
             # Only a person lifts it: the run is never approved automatically (server/core/review.py).
             writes.append(changes.update_run(run["id"], {"requires_human": True}, status_in=(RunStatus.RUNNING,)))

@@ -121,6 +121,11 @@ def insert_evidence_pack(values: Values) -> Insert:
     return Insert(t.evidence_packs, [values])
 
 
+def insert_telemetry_deltas(rows: Sequence[Values]) -> Insert:
+    """What one telemetry report adds to the queue's totals."""
+    return Insert(t.telemetry_deltas, rows)
+
+
 def insert_review_decision(values: Values) -> Insert:
     return Insert(t.review_decisions, [values])
 

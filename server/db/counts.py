@@ -19,6 +19,14 @@ SELECT entity, status, SUM(delta) FROM gone GROUP BY entity, status HAVING SUM(d
 """
 )
 
+_PG_FOLD_TELEMETRY = text(
+    """
+WITH gone AS (DELETE FROM telemetry_deltas RETURNING key, amount)
+INSERT INTO telemetry_deltas (key, amount)
+SELECT key, SUM(amount) FROM gone GROUP BY key HAVING SUM(amount) <> 0
+"""
+)
+
 
 async def fold_count_deltas(conn: AsyncConnection, *, sqlite: bool) -> None:
     """Fold the count delta rows (server/db/tables.py count_deltas) into one row per count.
@@ -28,7 +36,9 @@ async def fold_count_deltas(conn: AsyncConnection, *, sqlite: bool) -> None:
     two statements, and rows above `top` (the sums just written) are kept."""
     if not sqlite:
         await conn.execute(_PG_FOLD)
+        await conn.execute(_PG_FOLD_TELEMETRY)
         return
+    await _fold_telemetry_sqlite(conn)
     deltas = t.count_deltas
     top = (await conn.execute(select(func.max(deltas.c.id)))).scalar()
     if top is None:
@@ -42,3 +52,27 @@ async def fold_count_deltas(conn: AsyncConnection, *, sqlite: bool) -> None:
     )
     await conn.execute(insert(deltas).from_select(["entity", "status", "delta"], sums))
     await conn.execute(delete(deltas).where(deltas.c.id <= top))
+
+
+async def _fold_telemetry_sqlite(conn: AsyncConnection) -> None:
+    """The telemetry totals' rows (server/db/tables.py telemetry_deltas), folded the same way."""
+    deltas = t.telemetry_deltas
+    top = (await conn.execute(select(func.max(deltas.c.id)))).scalar()
+    if top is None:
+        return
+    total = func.sum(deltas.c.amount)
+    sums = select(deltas.c.key, total).where(deltas.c.id <= top).group_by(deltas.c.key).having(total != 0)
+    await conn.execute(insert(deltas).from_select(["key", "amount"], sums))
+    await conn.execute(delete(deltas).where(deltas.c.id <= top))
+
+
+async def telemetry_totals(conn: AsyncConnection) -> tuple[dict[str, float], int]:
+    """What agents reported spending, summed per key, and how many rows were summed."""
+    deltas = t.telemetry_deltas
+    query = select(deltas.c.key, func.sum(deltas.c.amount), func.count()).group_by(deltas.c.key)
+    found: dict[str, float] = {}
+    rows = 0
+    for key, total, summed in (await conn.execute(query)).all():
+        found[str(key)] = float(total)
+        rows += int(summed)
+    return found, rows

@@ -134,16 +134,6 @@ async def get_constraint_snapshot(conn: AsyncConnection, snapshot_id: str) -> Ro
     return (await conn.execute(query)).mappings().first()
 
 
-async def doctrine_for_issue(conn: AsyncConnection, issue_id: str) -> Sequence[RowMapping]:
-    query = (
-        select(t.doctrine_refs)
-        .join(t.issue_doctrine, t.issue_doctrine.c.doctrine_id == t.doctrine_refs.c.id)
-        .where(t.issue_doctrine.c.issue_id == issue_id)
-        .order_by(t.doctrine_refs.c.namespace, t.doctrine_refs.c.name)
-    )
-    return (await conn.execute(query)).mappings().all()
-
-
 async def upsert_doctrine(conn: AsyncConnection, values: Values) -> str:
     query = select(t.doctrine_refs.c.id).where(
         t.doctrine_refs.c.namespace == values["namespace"], t.doctrine_refs.c.name == values["name"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     Boolean,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -80,6 +81,9 @@ doctrine_refs = Table(
     Column("namespace", String(128), nullable=False),
     Column("name", String(128), nullable=False),
     Column("body", Text, nullable=False),
+    # Every task whose target_repo starts with it gets this doctrine in its briefing (NULL: linked by name only).
+    Column("repo_prefix", String(512), nullable=True),
+    Column("updated_at", UTCDateTime, nullable=True),
     UniqueConstraint("namespace", "name"),
 )
 
@@ -321,6 +325,17 @@ count_deltas = Table(
     Column("status", String(16), nullable=False),
     Column("delta", Integer, nullable=False),
     info={"derived": True},
+)
+
+# What agents report spending (server/core/telemetry.py), one row per report and number, summed by
+# jct_queue_stats and folded to one row per key by the sweeper like count_deltas. Not derived: no trigger
+# rebuilds it, so `jct db copy` carries it.
+telemetry_deltas = Table(
+    "telemetry_deltas",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("key", String(32), nullable=False),
+    Column("amount", Float, nullable=False),
 )
 
 tokens = Table(

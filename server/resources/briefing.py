@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from server import uris
 from server.core import results
 from server.core.pages import IssueBrief, RunLine
 from server.markdown import (
@@ -32,8 +33,8 @@ CRITERION_CHARS = 400
 SUMMARY_CHARS = 1_200
 LIST_CHARS = 600
 DATA_CHARS = 300
-DOCTRINE_CHARS = 800
-DOCTRINE_BODY_CHARS = 400
+DOCTRINE_CHARS = 4_000
+DOCTRINE_BODY_CHARS = 1_500
 FEEDBACK_CHARS = 1_500
 FEEDBACK_REASON_CHARS = 500
 TASKS_CHARS = 900
@@ -77,9 +78,13 @@ def _constraints(constraints: results.Constraints | None, task: results.TaskDeta
 
 
 def _doctrine(doctrine: Sequence[results.DoctrineRef], pointer: str) -> list[str]:
-    entries = [
-        f"- **{line(d.namespace, 60)}/{line(d.name, 60)}**: {line(d.body, DOCTRINE_BODY_CHARS)}" for d in doctrine
-    ]
+    """Each entry's text, in full up to its budget; the cut names the entry's own page."""
+    entries = []
+    for d in doctrine:
+        ref = f"{d.namespace}/{d.name}"
+        uri = uris.doctrine(ref)
+        text = "\n".join(block(d.body, DOCTRINE_BODY_CHARS, f"read {uri}"))
+        entries.append(f"**{line(ref, 130)}** ({uri}):\n{text}\n")
     return fit(entries, DOCTRINE_CHARS, pointer)
 
 

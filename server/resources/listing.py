@@ -20,7 +20,7 @@ from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParam
 from mcp_types import Resource as MCPResource
 
 from server import sdk, uris
-from server.core import mission_status
+from server.core import doctrine, mission_status
 from server.core.catalog import RECENT, RUNNING, Listed, Position, listed_tasks
 from server.core.service import Core, decode_cursor, encode_cursor
 from server.errors import JctError
@@ -31,6 +31,8 @@ from server.vocab import Priority
 PAGE_TASKS = 25
 # Active missions on the first page.
 MISSIONS_LISTED = 20
+# Doctrine entries on the first page, by name.
+DOCTRINE_LISTED = 20
 MARKDOWN = "text/markdown"
 NAME_CHARS = 80
 
@@ -128,6 +130,16 @@ async def list_page(core: Core, fixed: list[MCPResource], cursor: str | None, pa
                 f"{headline(w.summary, NAME_CHARS)} · steps {' → '.join(st['id'] for st in w.steps)} · v{w.version}",
             )
             for w in core.workflows.catalog().workflows.values()
+        ]
+        shelf = await doctrine.list_doctrine(core, limit=DOCTRINE_LISTED)
+        resources += [
+            _resource(
+                d.uri,
+                f"Doctrine: {line(d.ref, NAME_CHARS)}",
+                "Standing guidance"
+                + (f" for every task of {line(d.repo_prefix, NAME_CHARS)}" if d.repo_prefix else " named at enqueue"),
+            )
+            for d in shelf.doctrine
         ]
     for listed in tasks:
         resources += entries(listed)

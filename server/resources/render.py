@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from server.core import results
+from server.core import doctrine, results
 from server.core.pages import EvidencePage, Review, RunLine, RunPage, TaskPage
 from server.markdown import (
     artifact_uri,
@@ -274,6 +274,7 @@ def run_page(page: RunPage) -> str:
         lines += ["", "## Outputs", compact_json(run.outputs, TEXT_CHARS // 2, pointer)]
     if run.telemetry:
         lines += ["", "## Telemetry", compact_json(run.telemetry, 400, pointer)]
+    lines += ["", "## Trace manifest", *_manifest_lines(page.manifest, pointer)]
     return page_text(lines, pointer)
 
 
@@ -295,6 +296,26 @@ def files_changed(run_id: str, base: str, read: Mapping[str, Any] | None) -> lis
     more = ["(the list was cut: too many files)"] if read.get("truncated") else []
     head_line = f"`{base[:12]}` to {where}{tree}: {len(rows)} file(s). Diff: {diff}"
     return [head_line, *(fit(rows, ARTIFACTS_CHARS, f"read {diff}") if rows else ["No file changed."]), *more]
+
+
+def _manifest_lines(manifest: dict[str, Any] | None, pointer: str) -> list[str]:
+    """What the trace store holds for the run (server/core/manifest.py), written when it completed."""
+    if manifest is None:
+        return ["None yet: the trace store writes one when the run is completed."]
+    pack = manifest.get("evidence_pack_id")
+    lines = [
+        f"Written at completion: run {manifest.get('run_status')}, verdict {manifest.get('verdict') or 'none'}"
+        + (f", evidence {evidence_uri(str(pack))}" if pack else "")
+        + f"; {manifest.get('total_bytes', 0)} bytes stored."
+    ]
+    entries = []
+    for entry in manifest.get("artifacts") or []:
+        where = f"`{entry.get('file')}`" if entry.get("file") else "remote"
+        digest = f"sha256 `{entry['sha256']}`" if entry.get("sha256") else "no sha256"
+        size = f"{entry['size_bytes']} bytes" if entry.get("size_bytes") is not None else "size unknown"
+        entries.append(f"- {line(str(entry.get('title', '')), 120)} ({entry.get('type')}): {where}, {size}, {digest}")
+    lines += fit(entries, ARTIFACTS_CHARS, pointer) if entries else ["No artifacts."]
+    return lines
 
 
 def evidence_page(page: EvidencePage) -> str:
@@ -360,3 +381,17 @@ def remote_artifact(artifact: results.ArtifactView) -> str:
     """text/uri-list: a comment naming the artifact, then its URI."""
     comment = f"# {line(artifact.title, 120)} ({artifact.type}, {artifact.media_type}), stored outside JCT"
     return f"{comment}\r\n{artifact.uri}\r\n"
+
+
+def doctrine_page(entry: doctrine.DoctrineEntry) -> str:
+    """A doctrine entry: standing guidance, and which briefings carry it."""
+    pointer = f'call jct_manage_doctrine(action="show", name="{entry.ref}")'
+    reach = (
+        f"In the briefing of every task whose repository starts with {code(entry.repo_prefix)}, and of every task "
+        "that named it at enqueue."
+        if entry.repo_prefix
+        else "In the briefing of every task that named it at enqueue (doctrine=[...])."
+    )
+    lines = [f"# Doctrine: {line(entry.ref, 260)}", "", reach, "", "## Guidance"]
+    lines += block(entry.body, TEXT_CHARS, pointer)
+    return page_text(lines, pointer)

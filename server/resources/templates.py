@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 
 from server import sdk, uris
-from server.core import catalog, history, mission_status, pages, queue, review
+from server.core import catalog, doctrine, history, mission_status, pages, queue, review
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
@@ -55,6 +55,7 @@ _NOT_FOUND = {
     ErrorCode.ARTIFACT_NOT_FOUND,
     ErrorCode.MISSION_NOT_FOUND,
     ErrorCode.WORKFLOW_NOT_FOUND,
+    ErrorCode.DOCTRINE_NOT_FOUND,
 }
 
 T = TypeVar("T")
@@ -214,6 +215,18 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         except JctError as exc:
             raise ResourceNotFoundError(f"Unknown resource {uris.workflow(name)}: {exc.message}") from None
         return workflow_page.workflow_page(found)
+
+    @server.resource(
+        uris.DOCTRINE,
+        name="doctrine",
+        title="Doctrine",
+        description="Standing guidance by name (myorg/code-style) that briefings carry, and which tasks get it.",
+        mime_type=MARKDOWN,
+    )
+    async def read_doctrine(namespace: str, name: str) -> str:
+        ref = f"{namespace}/{name}"
+        shown = await _guard(uris.doctrine(ref), doctrine.show(core, ref))
+        return render.doctrine_page(shown.doctrine[0])
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from server.core import cancel, intake, results
+from server.core import cancel, doctrine, intake, results
 from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
@@ -16,6 +16,7 @@ from server.tools.annotations import DESTRUCTIVE, WRITE
 from server.tools.params import (
     Budget,
     Criterion,
+    DoctrineRefs,
     IdempotencyKey,
     Operation,
     Priority,
@@ -29,6 +30,22 @@ from server.tools.params import (
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
+    @mcp.tool(
+        name="jct_manage_doctrine",
+        annotations=DESTRUCTIVE,
+        description=("Briefing guidance: add/replace, list, show, remove (final)."),
+    )
+    async def jct_manage_doctrine(
+        action: Annotated[
+            Literal["add", "list", "show", "remove"], Field(description="add replaces; remove is final.")
+        ],
+        ctx: Context,
+        name: Annotated[str | None, text("ns/name", Limits.DOCTRINE_REF)] = None,
+        body: Annotated[str | None, text("For add.", Limits.DOCTRINE_BODY)] = None,
+        repo_prefix: Annotated[str | None, text("Also all repos under it", Limits.REPO)] = None,
+    ) -> doctrine.DoctrineList:
+        return await doctrine.manage(core, identity.actor(ctx), action, name, body, repo_prefix)
+
     @mcp.tool(
         name="jct_enqueue_task",
         annotations=WRITE,
@@ -54,6 +71,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         mission_id: Annotated[str | None, uuid("Join this mission.")] = None,
         phase: Annotated[int | None, Field(ge=0, description="Default: the mission's last.")] = None,
         depends_on: Annotated[list[Uuid] | None, items("Task ids in the mission.", Limits.DEPENDENCIES)] = None,
+        doctrine: DoctrineRefs = None,
     ) -> results.Enqueued:
         return await intake.enqueue_task(
             core,
@@ -72,6 +90,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             mission_id=mission_id,
             phase=phase,
             depends_on=depends_on,
+            doctrine_refs=doctrine,
         )
 
     @mcp.tool(

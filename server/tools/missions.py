@@ -17,6 +17,7 @@ from server.tools.params import (
     Budget,
     Criterion,
     Cursor,
+    DoctrineRefs,
     IdempotencyKey,
     Key,
     Limit,
@@ -46,6 +47,7 @@ class PlannedTask(BaseModel):
     depends_on: list[Key] = Field(
         [], description="Keys it waits for.", json_schema_extra={"maxItems": Limits.DEPENDENCIES}
     )
+    doctrine: DoctrineRefs = None
 
 
 class PlannedPhase(BaseModel):

@@ -43,3 +43,7 @@ Reason = Annotated[str, text("Why; kept in the audit log.", Limits.REASON)]
 Priority = Annotated[Literal["P0", "P1", "P2", "P3", "P4"], Field(description="P0 first.")]
 IdempotencyKey = Annotated[str | None, text("A resend with it returns the first result.", Limits.IDEMPOTENCY_KEY)]
 Budget = Field(description="Seconds.", json_schema_extra={"minimum": Limits.MIN_BUDGET, "maximum": Limits.MAX_BUDGET})
+DoctrineRefs = Annotated[
+    list[Annotated[str, Field(json_schema_extra={"maxLength": Limits.DOCTRINE_REF})]] | None,
+    items("ns/name", Limits.DOCTRINES),
+]

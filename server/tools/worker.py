@@ -56,6 +56,11 @@ class CriterionReport(BaseModel):
         return {**self.model_dump(), "evidence": evidence}
 
 
+# Summed on the run (server/core/telemetry.py), so each report gives what was spent since the last one,
+# jct_complete_task's too (its telemetry's description names the keys).
+Spent = Annotated[dict[str, Any] | None, Field(description="Spent since last report.")]
+
+
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @mcp.tool(
         name="jct_list_tasks",
@@ -167,6 +172,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ] = "progress",
         run_id: ClaimedRun = None,
         data: Annotated[dict[str, Any] | None, Field(description="Structured detail; see kind.")] = None,
+        telemetry: Spent = None,
     ) -> results.ProgressReported:
         return await work.report_progress(
             core,
@@ -177,6 +183,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             kind=kind,
             run_id=run_id,
             data=data,
+            telemetry=telemetry,
         )
 
     @mcp.tool(

@@ -69,6 +69,16 @@ async def test_config_prints_every_setting_in_force_with_the_password_masked(tmp
     assert setting(out, "JCT_TRACE_ROOT") == str(tmp_path / "traces")
 
 
+@pytest.mark.parametrize("form", ["url", "path"])
+async def test_trace_root_is_a_path_or_a_file_url(tmp_path: Path, form: str) -> None:
+    root = tmp_path / "var lib" / "runs"
+    given = root.as_uri() if form == "url" else str(root)
+    code, out, err = await jct(tmp_path, "config", env=local_env(tmp_path) | WIDE | {"JCT_TRACE_ROOT": given})
+    assert code == 0, err
+    assert setting(out, "JCT_TRACE_ROOT") == str(root)
+    assert Settings(_env_file=None, trace_root=given).traces == root
+
+
 async def test_config_with_a_bad_setting_is_one_line(tmp_path: Path) -> None:
     code, out, err = await jct(tmp_path, "config", env=local_env(tmp_path) | {"JCT_PORT": "abc"})
     assert code == 2

@@ -47,6 +47,8 @@ async def test_serve_with_an_unreachable_database_is_one_line_and_non_zero(tmp_p
         ("JCT_TOOLSETS", "worker,bogus", "bad setting JCT_TOOLSETS"),
         ("JCT_DATABASE_URL", "mysql://x/y", "unsupported database"),
         ("JCT_HOST", "0.0.0.0", "JCT_AUTH=none"),
+        ("JCT_TRACE_ROOT", "s3://bucket/runs", "bad setting JCT_TRACE_ROOT: 's3://bucket/runs' is a s3:// URL"),
+        ("JCT_TRACE_ROOT", "file://nas/runs", "bad setting JCT_TRACE_ROOT: 'file://nas/runs' is not a local file"),
     ],
 )
 async def test_a_bad_setting_is_one_line_and_non_zero(tmp_path: Path, name: str, value: str, expected: str) -> None:

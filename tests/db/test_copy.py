@@ -85,7 +85,7 @@ async def _live_in(core: Core) -> Lived:
         success=True,
         summary="Validated emails",
         outputs={"pr": "https://github.com/myorg/api/pull/7"},
-        telemetry={"tokens": 1200, "ok": True},
+        telemetry={"tokens_input": 1200, "ok": True},
         criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}],
     )
 

@@ -1,10 +1,11 @@
 """The trace store's disk fills up under working agents: reports wait, completions go on, nothing is lost.
 
-The server's JCT_TRACE_ROOT is a real tmpfs of 256 KiB (tests/world.py), nearly filled by a file the test
+The server's JCT_TRACE_ROOT is a real tmpfs of 384 KiB (tests/world.py), nearly filled by a file the test
 places there. Agents report 8 KiB patches until it is full: those reports answer UNAVAILABLE (disk full),
 record no artifact and leave no partial file, and the agents wait and report again. The rest of JCT works
 meanwhile: an observer reads the queue between refused reports, and a completion, which reads the trace
-store and writes nothing there, goes through (one agent holds its completion until the disk is full). The
+store and writes only the run's small manifest there (going without it while the disk is full), goes
+through (one agent holds its completion until the disk is full). The
 log says so in a line or two, not two lines per refused report. Once the test deletes its file, reporting
 works again and every task completes.
 """
@@ -53,7 +54,8 @@ async def test_a_full_trace_disk_holds_reports_back_until_there_is_room_and_lose
 
     finisher_done = tally.when(lambda told: bool(held) and held[0].run_id in told.completions)
 
-    with small_disk(tmp_path / "disk", "256k") as disk, anyio.fail_after(LIMIT):
+    # Room for every patch and every run's manifest (a page each) once the test's file is gone.
+    with small_disk(tmp_path / "disk", "384k") as disk, anyio.fail_after(LIMIT):
         traces = disk / "traces"
         filler = fill(disk, leave=ROOM)
         env = server_env(database_url, tmp_path, trace_root=traces, **SHORT_LEASES)

@@ -40,7 +40,7 @@ EVIDENCE = [
     "Evidence collected",
 ]
 TASK = ["Task: Fix the parser", "Objective", "Last outcome", "Runs, newest first", "Next"]
-RUN = ["Run 1: Fix the parser", "Verdict", "Summary", "Artifacts (1)", "Progress (1 latest events"]
+RUN = ["Run 1: Fix the parser", "Verdict", "Summary", "Artifacts (1)", "Progress (1 latest events", "Trace manifest"]
 
 
 @pytest.fixture

@@ -155,7 +155,7 @@ async def test_two_review_rounds_stay_in_the_briefing_which_stays_compact(core: 
         done = await run_to_review(core, task_id)
         await review.submit_review(core, BOB, done.evidence_pack.id, "needs_changes", reason)
     body = await text(client, f"jct://issues/{issue}")
-    assert "**myorg/testing**: Every fix comes with a test." in body
+    assert "**myorg/testing** (jct://doctrine/myorg/testing):\n> Every fix comes with a test." in body
     assert "## Review feedback (2 rounds" in body
     assert body.index(reasons[0]) < body.index(reasons[1])
     assert len(body) < 8_000, len(body)
@@ -347,6 +347,7 @@ async def test_templates_are_listed(client: Client) -> None:
         "jct://artifacts/{artifact_id}",
         "jct://missions/{mission_id}",
         "jct://workflows/{name}",
+        "jct://doctrine/{namespace}/{name}",
     }
     assert all(t.description for t in templates.values())
     assert templates["jct://issues/{issue_id}"].mime_type == "text/markdown"

@@ -42,7 +42,14 @@ OBSERVE_TOOLS = {
     "jct_search_audit",
 }
 REVIEW_TOOLS = {"jct_list_pending_reviews", "jct_submit_review"}
-ADMIN_TOOLS = {"jct_enqueue_task", "jct_cancel_task", "jct_cancel_mission", "jct_requeue_task", "jct_set_priority"}
+ADMIN_TOOLS = {
+    "jct_enqueue_task",
+    "jct_cancel_task",
+    "jct_cancel_mission",
+    "jct_requeue_task",
+    "jct_set_priority",
+    "jct_manage_doctrine",
+}
 
 
 async def enqueue(client: Client, objective: str = "Add input validation") -> str:

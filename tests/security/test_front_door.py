@@ -119,7 +119,8 @@ async def test_a_token_with_no_usable_role_is_403(serving: Any) -> None:
 async def test_health_and_readiness_stay_open_with_tokens(serving: Any) -> None:
     with anyio.fail_after(30):
         async with serving(auth="token") as (app, _core), asgi(app) as http:
-            assert (await http.get("/healthz")).json()["tools"] == 32
+            assert (await http.get("/healthz")).json()["tools"] == 33
+            assert (await http.get("/health")).json()["tools"] == 33
             assert (await http.get("/readyz")).json()["status"] == "ready"
 
 

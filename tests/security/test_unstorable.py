@@ -98,6 +98,11 @@ UNSTORABLE = {
         "jct_complete_task",
         '"success": true, "summary": "s", "telemetry": {"note": "\\ud800"}',
     ),
+    "NaN in progress telemetry": ("jct_report_progress", '"message": "m", "telemetry": {"cost_usd": NaN}'),
+    "Infinity in progress telemetry": (
+        "jct_report_progress",
+        '"message": "m", "telemetry": {"duration_seconds": Infinity}',
+    ),
     "NaN in outputs (object)": ("jct_complete_task", '"success": true, "summary": "s", "outputs": {"score": NaN}'),
     "NaN in outputs (JSON text)": ("jct_complete_task", '"success": true, "summary": "s", "outputs": "{\\"x\\": NaN}"'),
     "NUL in outputs": ("jct_complete_task", '"success": true, "summary": "s", "outputs": {"pr": "12\\u0000"}'),

@@ -36,7 +36,7 @@ READS = {
     "jct_list_pending_reviews",
 }
 # Mutations that cannot be undone: cancelling, and a review decision (a rejection fails the task for good).
-DESTRUCTIVE = {"jct_cancel_task", "jct_cancel_mission", "jct_submit_review"}
+DESTRUCTIVE = {"jct_cancel_task", "jct_cancel_mission", "jct_submit_review", "jct_manage_doctrine"}
 WORKER = {
     "jct_list_tasks",
     "jct_claim_task",
@@ -78,7 +78,7 @@ async def test_tools_list_matches_the_committed_snapshot(connect: ClientFactory)
 async def test_reads_are_read_only_and_only_what_cannot_be_undone_is_destructive(connect: ClientFactory) -> None:
     async with connect() as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == 32
+    assert len(tools) == 33
     for tool in tools:
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is (tool.name in READS), tool.name
