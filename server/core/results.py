@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_serializer, model_validator
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
+from server import uris
 from server.vocab import (
     ArtifactType,
     Decision,
@@ -303,6 +304,13 @@ class ArtifactView(BaseModel):
     sha256: str | None
     created_at: datetime
 
+    @model_validator(mode="after")
+    def _no_server_path(self) -> ArtifactView:
+        # Stored content lives on the server's disk (a file:// URI in the row); clients get its jct:// page.
+        if self.uri.lower().startswith("file:"):
+            self.uri = uris.artifact(self.artifact_id)
+        return self
+
 
 class RunEventView(BaseModel):
     id: int
@@ -327,7 +335,6 @@ class RunDetail(BaseModel):
     outputs: Any = None
     telemetry: dict[str, Any] | None
     failure: dict[str, Any] | None
-    artifact_root_uri: str
 
 
 class RunView(Ok):
