@@ -19,6 +19,7 @@ from mcp_types import (
     CallToolResult,
     GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
     ListToolsResult,
     SubscribeRequestParams,
     UnsubscribeRequestParams,
@@ -31,7 +32,7 @@ from server.failures import FailureLog
 from server.identity import Identity
 from server.metrics import Metrics
 from server.notify.hub import NotificationHub
-from server.prompts import register_prompts
+from server.prompts import PROMPT_TOOLS, register_prompts
 from server.resources import register_resources
 from server.shutdown import InFlight
 from server.tools import register_tools
@@ -76,6 +77,11 @@ class JctServer(MCPServer[Any]):
     def may_call(self, tool: str) -> bool:
         """Whether the caller of the current request may call `tool` (always, without tokens)."""
         return self.identity.may_use(tool, self.toolset(tool))
+
+    def may_prompt(self, prompt: str) -> bool:
+        """Whether the caller may use `prompt`: it may call the tool the prompt drives (PROMPT_TOOLS)."""
+        tool = PROMPT_TOOLS.get(prompt)
+        return tool is None or (sdk.has_tool(self, tool) and self.may_call(tool))
 
     @property
     def metrics(self) -> Metrics:
@@ -135,6 +141,12 @@ class JctServer(MCPServer[Any]):
         # An unknown prompt is the caller's mistake: INVALID_PARAMS, not a server error.
         if not sdk.has_prompt(self, name):
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}. Call prompts/list for the available prompts.")
+        if not self.may_prompt(name):
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Your token's roles do not allow the {name} prompt (it drives {PROMPT_TOOLS[name]}). Use the "
+                "prompts prompts/list shows you, or ask the JCT operator for a token with the role you need.",
+            )
         return await super().get_prompt(name, arguments, context)
 
     async def _world_failures(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -151,8 +163,10 @@ class JctServer(MCPServer[Any]):
             raise error from None
 
     async def _only_usable_tools(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Middleware: tools/list shows each caller only the tools its roles allow."""
+        """Middleware: tools/list and prompts/list show each caller only the tools and prompts its roles allow."""
         result = await call_next(ctx)
+        if ctx.method == "prompts/list":
+            return self._only_usable_prompts(result)
         if ctx.method != "tools/list":
             return result
         if isinstance(result, ListToolsResult):
@@ -160,6 +174,14 @@ class JctServer(MCPServer[Any]):
         if isinstance(result, dict) and isinstance(result.get("tools"), list):  # the wire form
             usable = [t for t in result["tools"] if not isinstance(t, dict) or self.may_call(str(t.get("name")))]
             return {**result, "tools": usable}
+        return result
+
+    def _only_usable_prompts(self, result: HandlerResult) -> HandlerResult:
+        if isinstance(result, ListPromptsResult):
+            return result.model_copy(update={"prompts": [p for p in result.prompts if self.may_prompt(p.name)]})
+        if isinstance(result, dict) and isinstance(result.get("prompts"), list):  # the wire form
+            usable = [p for p in result["prompts"] if not isinstance(p, dict) or self.may_prompt(str(p.get("name")))]
+            return {**result, "prompts": usable}
         return result
 
 
