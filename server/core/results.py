@@ -37,11 +37,9 @@ def _target_of(row: Any) -> Any:
     return row
 
 
-class Ok(BaseModel):
-    """Every success carries `success: true`; unset optional fields are left out of the JSON."""
-
-    model_config = ConfigDict(extra="forbid")
-    success: Literal[True] = True
+class Shape(BaseModel):
+    """A result or a part of one: a field that is None is left out of the JSON, so the output schema declares
+    it optional with its one type (no `["string", "null"]`, which not every client can map)."""
 
     @model_serializer(mode="wrap")
     def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -49,13 +47,20 @@ class Ok(BaseModel):
         return {key: value for key, value in data.items() if value is not None}
 
 
-class Target(BaseModel):
+class Ok(Shape):
+    """Every success carries `success: true`; unset optional fields are left out of the JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+    success: Literal[True] = True
+
+
+class Target(Shape):
     repo: str
     ref: str
     path: str
 
 
-class TaskSummary(BaseModel):
+class TaskSummary(Shape):
     task_id: str = column("task_id", "id")
     operation: Operation
     objective: str
@@ -74,20 +79,20 @@ class TaskList(Ok):
     next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; absent on the last page.")
 
 
-class Constraints(BaseModel):
+class Constraints(Shape):
     time_budget_seconds: int
     allow_network: bool
     allow_secrets: bool
     allowed_paths: list[str] = []
 
 
-class ConstraintSnapshot(BaseModel):
+class ConstraintSnapshot(Shape):
     id: str
     scope: str
     rules: Constraints
 
 
-class ReviewFeedback(BaseModel):
+class ReviewFeedback(Shape):
     decision: Decision
     reason: str
     # The reviewer's principal (actor_id). Feedback recorded before that has no reviewer_name, and there
@@ -99,7 +104,7 @@ class ReviewFeedback(BaseModel):
     at: datetime
 
 
-class ContextPacket(BaseModel):
+class ContextPacket(Shape):
     id: str
     version: int
     summary: str
@@ -110,7 +115,7 @@ class ContextPacket(BaseModel):
     review_feedback: list[ReviewFeedback] = []
 
 
-class DecisionView(BaseModel):
+class DecisionView(Shape):
     """A decision an agent recorded in its mission (jct_report_progress kind=decision)."""
 
     decision: str
@@ -163,7 +168,7 @@ class ClaimNext(Ok):
     decisions: list[DecisionView] | None = None
 
 
-class IssueView(BaseModel):
+class IssueView(Shape):
     id: str
     title: str
     type: Operation
@@ -172,7 +177,7 @@ class IssueView(BaseModel):
     acceptance_criteria: list[str]
 
 
-class DoctrineRef(BaseModel):
+class DoctrineRef(Shape):
     id: str
     namespace: str
     name: str
@@ -208,13 +213,13 @@ class ProgressReported(Ok):
     lease_expires_at: datetime
 
 
-class EvidenceSummary(BaseModel):
+class EvidenceSummary(Shape):
     id: str
     verdict: str
     verdict_reason: str
 
 
-class ReviewOutcome(BaseModel):
+class ReviewOutcome(Shape):
     status: Literal["auto_approved", "awaiting_manual_review", "not_required", "approved", "rejected", "needs_changes"]
     review_id: str | None = None
     message: str | None = None
@@ -250,7 +255,7 @@ class Enqueued(Ok):
     duplicate: bool = False
 
 
-class RunSummary(BaseModel):
+class RunSummary(Shape):
     run_id: str = column("run_id", "id")
     status: RunStatus
     attempt: int
@@ -260,7 +265,7 @@ class RunSummary(BaseModel):
     lease_expires_at: datetime | None
 
 
-class TaskDetail(BaseModel):
+class TaskDetail(Shape):
     task_id: str = column("task_id", "id")
     operation: Operation
     objective: str
@@ -292,7 +297,7 @@ class TaskView(Ok):
     runs: list[RunSummary]
 
 
-class ArtifactView(BaseModel):
+class ArtifactView(Shape):
     artifact_id: str = column("artifact_id", "id")
     run_id: str
     task_id: str
@@ -312,7 +317,7 @@ class ArtifactView(BaseModel):
         return self
 
 
-class RunEventView(BaseModel):
+class RunEventView(Shape):
     id: int
     kind: EventKind
     message: str
@@ -320,7 +325,7 @@ class RunEventView(BaseModel):
     created_at: datetime
 
 
-class RunDetail(BaseModel):
+class RunDetail(Shape):
     run_id: str = column("run_id", "id")
     task_id: str
     cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
@@ -332,7 +337,7 @@ class RunDetail(BaseModel):
     ended_at: datetime | None
     lease_expires_at: datetime | None
     summary: str | None
-    outputs: Any = None
+    outputs: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None
     failure: dict[str, Any] | None
 
@@ -344,20 +349,20 @@ class RunView(Ok):
     evidence_pack: EvidenceSummary | None = None
 
 
-class Check(BaseModel):
+class Check(Shape):
     name: str
     passed: bool | None
     detail: str
 
 
-class CriterionResult(BaseModel):
+class CriterionResult(Shape):
     criterion: str
     status: str
     evidence: list[str]
     note: str | None = None
 
 
-class EvidencePackDetail(BaseModel):
+class EvidencePackDetail(Shape):
     id: str
     run_id: str
     task_id: str
@@ -376,7 +381,7 @@ class EvidenceView(Ok):
     evidence_pack: EvidencePackDetail
 
 
-class AuditEntry(BaseModel):
+class AuditEntry(Shape):
     id: int
     ts: datetime
     actor_kind: str
@@ -411,7 +416,7 @@ class QueueStats(Ok):
     pending_reviews: int
 
 
-class PendingReview(BaseModel):
+class PendingReview(Shape):
     evidence_pack_id: str
     run_id: str
     task_id: str
@@ -439,7 +444,7 @@ class ReviewSubmitted(Ok):
     context_packet_version: int | None = Field(None, description="The new briefing version, after needs_changes.")
 
 
-class SweepReport(BaseModel):
+class SweepReport(Shape):
     expired: int
     requeued: int
     failed: int
@@ -448,7 +453,7 @@ class SweepReport(BaseModel):
 # --- missions ------------------------------------------------------------------------------------
 
 
-class MissionTaskCreated(BaseModel):
+class MissionTaskCreated(Shape):
     key: str | None = Field(None, description="The key the task had in the request.")
     task_id: str
     phase: int
@@ -462,7 +467,7 @@ class MissionCreated(Ok):
     duplicate: bool = False
 
 
-class PhaseView(BaseModel):
+class PhaseView(Shape):
     index: int
     name: str
     status: PhaseStatus
@@ -470,7 +475,7 @@ class PhaseView(BaseModel):
     approved: int
 
 
-class MissionProgress(BaseModel):
+class MissionProgress(Shape):
     total: int
     approved: int
     percent_done: int
@@ -481,14 +486,14 @@ class MissionProgress(BaseModel):
     elapsed_seconds: float
 
 
-class Blocker(BaseModel):
+class Blocker(Shape):
     task_id: str
     kind: Literal["failed", "cancelled", "dependency_failed", "human"]
     reason: str
     action: str
 
 
-class MissionTask(BaseModel):
+class MissionTask(Shape):
     task_id: str = column("task_id", "id")
     phase: int
     status: TaskStatus
@@ -497,7 +502,7 @@ class MissionTask(BaseModel):
     depends_on: list[str] = []
 
 
-class MissionDetail(BaseModel):
+class MissionDetail(Shape):
     mission_id: str = column("mission_id", "id")
     title: str
     goal: str
@@ -518,7 +523,7 @@ class MissionView(Ok):
     tasks: list[MissionTask] | None = None
 
 
-class MissionSummary(BaseModel):
+class MissionSummary(Shape):
     mission_id: str = column("mission_id", "id")
     title: str
     status: MissionStatus
