@@ -20,14 +20,6 @@ from server.errors import ErrorCode, JctError
 from server.prompts import texts
 from server.vocab import Operation
 
-# Each prompt drives one tool: a caller whose roles do not allow the tool neither sees nor gets the prompt.
-PROMPT_TOOLS = {
-    "work_next": "jct_claim_next",
-    "review": "jct_submit_review",
-    "enqueue": "jct_enqueue_task",
-    "plan": "jct_create_mission",
-}
-
 # Claude Code splits what follows a slash command on whitespace and hands the words to the prompt's arguments
 # in order, dropping words past the last one (its MCP prompt command: `args.split(/\s+/)` zipped with the
 # argument names). So a free-text prompt takes its text as a first argument and WORDS - 1 more, one word each,
@@ -182,4 +174,4 @@ def _register_completions(server: MCPServer[Any], core: Core) -> None:
     sdk.add_request_handler(server, "completion/complete", CompleteRequestParams, complete)
 
 
-__all__ = ["PROMPT_TOOLS", "register_prompts"]
+__all__ = ["register_prompts"]

@@ -48,7 +48,7 @@ def findings(node: Any, path: str = "") -> list[str]:
         for n, child in enumerate(node.get(key) or []):
             found += findings(child, f"{path}.{key}[{n}]")
     for key in SUBSCHEMAS:
-        if key in node and key != "additionalProperties" or isinstance(node.get(key), dict):
+        if (key in node and key != "additionalProperties") or isinstance(node.get(key), dict):
             found += findings(node[key], f"{path}.{key}")
     return found
 
