@@ -48,6 +48,9 @@ async def test_claude_plugin_validate_passes(claude_code: ClaudeCode) -> None:
         assert run.returncode == 0, run.explain()
         assert "Validation passed" in run.stdout, run.explain()
         assert "error" not in run.stdout.lower().replace("0 errors", ""), run.explain()
+    # The stdio plugin passes the plugin directory's checks too; the HTTP one has no privacy policy URL to give.
+    assert "These checks found nothing to report" in runs[1].stdout, runs[1].explain()
+    assert "ICON_MISSING" not in runs[0].stdout, runs[0].explain()
     provided = runs[0].stdout
     for part in ("mcpServers: jct http", "skills: jct:jct-work", "skills: jct:jct-review", "agents: jct:jct-worker"):
         assert part in provided, runs[0].explain()
