@@ -5,7 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: run test lint typecheck unit bench clean conformance
+.PHONY: run test lint typecheck unit bench clean conformance install uninstall
+
+# `make install`: `jct` on the PATH, a link in $(PREFIX)/bin (default ~/.local/bin) to this checkout's
+# .venv/bin/jct, so `claude mcp add jct-local -- jct serve --stdio` finds it. `make uninstall` removes it.
+PREFIX ?= $(HOME)/.local
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +21,15 @@ $(STAMP): pyproject.toml
 $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_STAMP)
+
+install: $(STAMP)
+	mkdir -p $(PREFIX)/bin
+	ln -sfn $(abspath $(BIN))/jct $(PREFIX)/bin/jct
+	@echo "jct -> $(PREFIX)/bin/jct"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "add $(PREFIX)/bin to your PATH";; esac
+
+uninstall:
+	rm -f $(PREFIX)/bin/jct
 
 run: $(STAMP)
 	$(BIN)/jct serve

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -65,10 +67,26 @@ def trace_root_path(value: Any) -> Any:
     return Path(unquote(parts.path))
 
 
+def user_data_dir() -> Path:
+    """The per-user data directory JCT uses without JCT_HOME, the same whatever the working directory.
+
+    `$XDG_DATA_HOME/jct` (default `~/.local/share/jct`) on Linux and other Unixes, `~/Library/Application
+    Support/jct` on macOS, `%LOCALAPPDATA%\\jct` on Windows: so `make run` and every `jct serve --stdio` a
+    client starts in some project share one database.
+    """
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "jct"
+    if sys.platform == "win32":
+        local = os.environ.get("LOCALAPPDATA")
+        return (Path(local) if local else Path.home() / "AppData" / "Local") / "jct"
+    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share") / "jct"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JCT_", env_file=".env", extra="ignore", populate_by_name=True)
 
-    home: Path = Path(".jct")
+    home: Path = Field(default_factory=user_data_dir)
     database_url: str = Field(default="", validation_alias=AliasChoices("JCT_DATABASE_URL", "DATABASE_URL"))
     trace_root: Path | None = None
     host: str = "127.0.0.1"

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-
-from sqlalchemy import exc as sa
+from typing import Any
 
 from server.errors import ErrorCode, JctError
 
@@ -167,9 +166,9 @@ def mark_stopping(exc: BaseException) -> None:
 def _kind(exc: BaseException, *, connecting: bool) -> Kind | None:
     if isinstance(exc, ShuttingDown) or getattr(exc, _STOPPING, False):
         return Kind.STOPPING
-    if isinstance(exc, sa.DBAPIError) and exc.connection_invalidated:
+    if isinstance(exc, _sa().DBAPIError) and exc.connection_invalidated:
         return Kind.UNREACHABLE  # SQLAlchemy saw the connection die under a statement
-    if isinstance(exc, sa.TimeoutError):
+    if isinstance(exc, _sa().TimeoutError):
         return Kind.OVERLOADED  # no pooled connection came free in time
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
@@ -190,7 +189,7 @@ def _kind(exc: BaseException, *, connecting: bool) -> Kind | None:
 
 def _connecting(chain: list[BaseException]) -> bool:
     # SQLAlchemy wraps a failed connect in a DBAPIError that names no statement.
-    wrapped = next((e for e in chain if isinstance(e, sa.DBAPIError)), None)
+    wrapped = next((e for e in chain if isinstance(e, _sa().DBAPIError)), None)
     return wrapped is not None and wrapped.statement is None
 
 
@@ -201,7 +200,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
     while current is not None and id(current) not in seen and len(seen) < 16:
         seen.add(id(current))
         yield current
-        orig = current.orig if isinstance(current, sa.DBAPIError) else None
+        orig = current.orig if isinstance(current, _sa().DBAPIError) else None
         if isinstance(orig, BaseException) and id(orig) not in seen:
             current = orig
         else:
@@ -289,3 +288,10 @@ class FailureLog:
                     "%s: over after %.1fs, %d failure(s) in all", kind, now - episode.started, episode.failures
                 )
                 del self._episodes[kind]
+
+
+def _sa() -> Any:
+    """sqlalchemy.exc, imported on first use (`jct serve --stdio` answers `initialize` before it loads SQLAlchemy)."""
+    from sqlalchemy import exc
+
+    return exc

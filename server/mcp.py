@@ -6,8 +6,9 @@ import json
 import logging
 from collections.abc import Iterable
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
@@ -17,25 +18,27 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     CallToolResult,
+    CompleteRequestParams,
+    CompleteResult,
+    Completion,
     GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
     ListToolsResult,
     SubscribeRequestParams,
     UnsubscribeRequestParams,
 )
 
 from server import sdk
-from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.failures import FailureLog
 from server.identity import Identity
 from server.metrics import Metrics
 from server.notify.hub import NotificationHub
-from server.prompts import register_prompts
-from server.resources import register_resources
 from server.shutdown import InFlight
-from server.tools import register_tools
-from server.tools.errors import error_result, protocol_error, translate
+
+if TYPE_CHECKING:
+    from server.core.service import Core
 
 log = logging.getLogger("jct.mcp")
 
@@ -46,6 +49,19 @@ as code_patch, test output as log) -> jct_complete_task with a summary and crite
 artifact ids. Completion runs a prover and a review policy. Your claim is a lease: any call on the \
 task renews it; call jct_report_progress during long work. If you cannot finish, jct_release_task. \
 Errors are JSON with a code and a suggestion: follow the suggestion."""
+
+
+# Each prompt drives one tool (server/prompts/): a caller whose roles do not allow the tool neither sees nor
+# gets the prompt.
+PROMPT_TOOLS = {
+    "work_next": "jct_claim_next",
+    "review": "jct_submit_review",
+    "enqueue": "jct_enqueue_task",
+    "plan": "jct_create_mission",
+}
+
+# What a server answers before it is ready (see `JctServer.ready`): the handshake, and nothing that reads JCT.
+_BEFORE_READY = frozenset({"initialize", "ping", "server/discover"})
 
 
 class JctServer(MCPServer[Any]):
@@ -65,6 +81,15 @@ class JctServer(MCPServer[Any]):
         self.failures = FailureLog(log, "tool calls, resources and prompts answer UNAVAILABLE")
         sdk.add_request_handler(self, "resources/subscribe", SubscribeRequestParams, hub.subscribe)
         sdk.add_request_handler(self, "resources/unsubscribe", UnsubscribeRequestParams, hub.unsubscribe)
+        # Completions for prompts and resource templates chain onto this one (registered later, in `populate`):
+        # here so that `initialize`, which may be answered before they are, advertises completions.
+        sdk.add_request_handler(self, "completion/complete", CompleteRequestParams, _no_completions)
+        # Set while the tools, resources and prompts are still being registered (`jct serve --stdio` answers
+        # `initialize` first): every other request waits for it.
+        self.ready: anyio.Event | None = None
+        # Set once the handshake has been answered (or another request arrives first): the cue to start that work.
+        self.answered = anyio.Event()
+        self.middleware.append(self._until_ready)
         self.middleware.append(hub.observe)
         self.middleware.append(self._only_usable_tools)
         self.middleware.append(self._world_failures)
@@ -76,6 +101,11 @@ class JctServer(MCPServer[Any]):
     def may_call(self, tool: str) -> bool:
         """Whether the caller of the current request may call `tool` (always, without tokens)."""
         return self.identity.may_use(tool, self.toolset(tool))
+
+    def may_prompt(self, prompt: str) -> bool:
+        """Whether the caller may use `prompt`: it may call the tool the prompt drives (PROMPT_TOOLS)."""
+        tool = PROMPT_TOOLS.get(prompt)
+        return tool is None or (sdk.has_tool(self, tool) and self.may_call(tool))
 
     @property
     def metrics(self) -> Metrics:
@@ -102,6 +132,8 @@ class JctServer(MCPServer[Any]):
     ) -> CallToolResult | InputRequiredResult:
         if known and not self.may_call(name):
             log.info("tool %s refused: PERMISSION_DENIED", name)
+            from server.tools.errors import error_result
+
             return error_result(
                 JctError(
                     ErrorCode.PERMISSION_DENIED,
@@ -115,6 +147,8 @@ class JctServer(MCPServer[Any]):
         except MCPError:
             raise
         except ToolError as exc:
+            from server.tools.errors import translate
+
             return translate(name, exc, self.failures)
 
     async def read_resource(
@@ -124,6 +158,8 @@ class JctServer(MCPServer[Any]):
         try:
             return await super().read_resource(uri, context)
         except ResourceError as exc:
+            from server.tools.errors import protocol_error
+
             error = protocol_error(exc, self.failures)
             if error is None:
                 raise
@@ -135,7 +171,25 @@ class JctServer(MCPServer[Any]):
         # An unknown prompt is the caller's mistake: INVALID_PARAMS, not a server error.
         if not sdk.has_prompt(self, name):
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}. Call prompts/list for the available prompts.")
+        if not self.may_prompt(name):
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Your token's roles do not allow the {name} prompt (it drives {PROMPT_TOOLS[name]}). Use the "
+                "prompts prompts/list shows you, or ask the JCT operator for a token with the role you need.",
+            )
         return await super().get_prompt(name, arguments, context)
+
+    async def _until_ready(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: a request that needs JCT waits until the server is ready (only while it starts)."""
+        if self.ready is None or self.ready.is_set():
+            return await call_next(ctx)
+        if ctx.method in _BEFORE_READY:
+            result = await call_next(ctx)
+            self.answered.set()
+            return result
+        self.answered.set()
+        await self.ready.wait()
+        return await call_next(ctx)
 
     async def _world_failures(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Middleware: a prompt, completion or listing that fails because the database or the disk did is a
@@ -145,14 +199,18 @@ class JctServer(MCPServer[Any]):
         except MCPError:
             raise
         except Exception as exc:
+            from server.tools.errors import protocol_error
+
             error = protocol_error(exc, self.failures)
             if error is None:
                 raise
             raise error from None
 
     async def _only_usable_tools(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Middleware: tools/list shows each caller only the tools its roles allow."""
+        """Middleware: tools/list and prompts/list show each caller only the tools and prompts its roles allow."""
         result = await call_next(ctx)
+        if ctx.method == "prompts/list":
+            return self._only_usable_prompts(result)
         if ctx.method != "tools/list":
             return result
         if isinstance(result, ListToolsResult):
@@ -161,6 +219,18 @@ class JctServer(MCPServer[Any]):
             usable = [t for t in result["tools"] if not isinstance(t, dict) or self.may_call(str(t.get("name")))]
             return {**result, "tools": usable}
         return result
+
+    def _only_usable_prompts(self, result: HandlerResult) -> HandlerResult:
+        if isinstance(result, ListPromptsResult):
+            return result.model_copy(update={"prompts": [p for p in result.prompts if self.may_prompt(p.name)]})
+        if isinstance(result, dict) and isinstance(result.get("prompts"), list):  # the wire form
+            usable = [p for p in result["prompts"] if not isinstance(p, dict) or self.may_prompt(str(p.get("name")))]
+            return {**result, "prompts": usable}
+        return result
+
+
+async def _no_completions(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> CompleteResult:
+    return CompleteResult(completion=Completion(values=[]))
 
 
 def _outcome(result: CallToolResult | InputRequiredResult) -> str:
@@ -177,15 +247,26 @@ def _outcome(result: CallToolResult | InputRequiredResult) -> str:
 def build_mcp(
     core: Core, identity: Identity, hub: NotificationHub | None = None, metrics: Metrics | None = None
 ) -> JctServer:
-    server = JctServer(
-        hub if hub is not None else NotificationHub(metrics, core.settings.max_subscriptions_per_session),
-        identity,
-        name="jct",
-        title="JCT work queue",
-        version=version("jct"),
-        instructions=INSTRUCTIONS,
+    server = new_server(
+        identity, hub if hub is not None else NotificationHub(metrics, core.settings.max_subscriptions_per_session)
     )
-    server.toolset_of = register_tools(server, core, identity, core.settings.toolsets)
+    populate(server, core)
+    return server
+
+
+def new_server(identity: Identity, hub: NotificationHub) -> JctServer:
+    """The server with nothing registered yet: enough to answer `initialize` (see `populate`)."""
+    return JctServer(
+        hub, identity, name="jct", title="JCT work queue", version=version("jct"), instructions=INSTRUCTIONS
+    )
+
+
+def populate(server: JctServer, core: Core) -> None:
+    """Register the tools JCT_TOOLSETS selects, the jct:// resources and the prompts."""
+    from server.prompts import register_prompts
+    from server.resources import register_resources
+    from server.tools import register_tools
+
+    server.toolset_of = register_tools(server, core, server.identity, core.settings.toolsets)
     register_resources(server, core)
     register_prompts(server, core)
-    return server

@@ -102,7 +102,7 @@ async def test_every_resource_and_resource_template_is_in_the_resources_table(se
     fixed = [str(resource.uri) for resource in await server.list_resources()]
     templates = [template.uri_template for template in await server.list_resource_templates()]
     assert len(fixed) == 2
-    assert len(templates) == 7
+    assert len(templates) == 9
     for uri in fixed + templates:
         assert f"| `{uri}` |" in README, f"{uri} is not in the README's resources table"
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TypeVar
 
 import anyio
-import typer
-from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
+from server.cli.startup import StartupError, configure_logging, fail, load_settings
 from server.config import Settings
 from server.core import schema
 from server.core.models import Actor
@@ -19,32 +17,11 @@ from server.core.service import Core
 from server.errors import JctError
 from server.identity import local_user
 
+__all__ = ["StartupError", "configure_logging", "fail", "load_settings"]
+
 T = TypeVar("T")
 
 DATABASE_TIMEOUT = 15.0
-
-
-class StartupError(Exception):
-    """Something the operator must fix before JCT can start; reported as one line, never a traceback."""
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    sys.stderr.write(f"error: {message}\n")
-    sys.stderr.flush()
-    raise typer.Exit(code)
-
-
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from JCT_* (and .env); command-line overrides are validated the same way."""
-    given = {key: value for key, value in overrides.items() if value is not None}
-    try:
-        return Settings(**given)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        name = f"JCT_{field.upper()}" if field else "JCT_*"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        fail(f"bad setting {name}: {message}", 2)
 
 
 def first_line(exc: BaseException) -> str:

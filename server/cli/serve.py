@@ -5,15 +5,22 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-import sys
 
 import anyio
 import typer
 
-from server.cli.common import StartupError, fail, is_loopback, load_settings, open_core, prepare_database
+from server.cli.common import (
+    StartupError,
+    configure_logging,
+    fail,
+    is_loopback,
+    load_settings,
+    open_core,
+    prepare_database,
+)
+from server.cli.stdio import serve_stdio
 from server.config import Settings
 from server.core import tokens
-from server.identity import LocalIdentity, local_user
 
 log = logging.getLogger("jct")
 
@@ -28,32 +35,13 @@ def serve(
     configure_logging(settings)
     try:
         if stdio:
-            anyio.run(_serve_stdio, settings)
+            anyio.run(serve_stdio, settings)
         else:
             _serve_http(settings)
     except StartupError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-
-
-def configure_logging(settings: Settings) -> None:
-    """Everything JCT and its libraries log goes to stderr: on stdio, stdout carries only the protocol.
-    JCT_LOG_FORMAT=json writes one JSON object per line (time, level, logger, message, exc_info)."""
-    handler = logging.StreamHandler(sys.stderr)
-    if settings.log_format == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        handler.setFormatter(
-            JsonFormatter(
-                "%(levelname)s %(name)s %(message)s",
-                rename_fields={"levelname": "level", "name": "logger"},
-                timestamp="time",
-            )
-        )
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -119,25 +107,6 @@ async def _check_database(settings: Settings) -> None:
             log.warning("JCT_AUTH=token and no live token exists: create one with `jct token create NAME --role ...`")
     finally:
         await core.close()
-
-
-async def _serve_stdio(settings: Settings) -> None:
-    from server.background import run_background
-    from server.mcp import build_mcp
-
-    core = open_core(settings)
-    try:
-        await prepare_database(core)
-        # Each stdio process is its own agent (`alice-3f2a9c`) unless JCT_AGENT_ID names it.
-        identity = LocalIdentity(settings.agent_id, fixed=True) if settings.agent_id else LocalIdentity(local_user())
-        mcp = build_mcp(core, identity)
-        async with anyio.create_task_group() as tg:
-            await tg.start(run_background, core, mcp.hub)
-            await mcp.run_stdio_async()
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await core.close()
 
 
 def _version() -> str:

@@ -220,6 +220,7 @@ def _parse_outputs(outputs: str | dict[str, Any] | None) -> Any:
         raise invalid(
             f"outputs is {len(text)} characters; the limit is {Limits.OUTPUTS}.", "Report large data as an artifact."
         )
-    if isinstance(outputs, dict):
-        return outputs
-    return parse_json(outputs, "outputs")
+    parsed = outputs if isinstance(outputs, dict) else parse_json(outputs, "outputs")
+    if not isinstance(parsed, dict):
+        raise invalid("outputs is not a JSON object.", 'Send an object, e.g. {"pr_url": "https://..."}.')
+    return parsed

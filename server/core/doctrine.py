@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from pydantic import BaseModel
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,7 +27,7 @@ REF = re.compile(rf"({_PART})/({_PART})")
 PREVIEW_CHARS = 200
 
 
-class DoctrineEntry(BaseModel):
+class DoctrineEntry(r.Shape):
     ref: str
     uri: str
     repo_prefix: str | None = None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from server.core.service import Core
-from server.db import feed
+if TYPE_CHECKING:
+    from server.core.service import Core
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,16 @@ class AuditChange:
 async def latest_audit_id(core: Core) -> int:
     """The newest audit id (0 for an empty log)."""
     async with core.db.read() as conn:
+        from server.db import feed
+
         return await feed.latest_audit_id(conn)
 
 
 async def audit_after(core: Core, after_id: int, holes: Collection[int], limit: int) -> list[AuditChange]:
     """Up to `limit` rows past `after_id`, plus any of `holes` (ids skipped earlier) that have appeared, by id."""
     async with core.db.read() as conn:
+        from server.db import feed
+
         rows = await feed.audit_after(conn, after_id, holes, limit)
     return [
         AuditChange(

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_serializer, model_validator
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
+from server import uris
 from server.vocab import (
     ArtifactType,
     Decision,
@@ -36,11 +37,9 @@ def _target_of(row: Any) -> Any:
     return row
 
 
-class Ok(BaseModel):
-    """Every success carries `success: true`; unset optional fields are left out of the JSON."""
-
-    model_config = ConfigDict(extra="forbid")
-    success: Literal[True] = True
+class Shape(BaseModel):
+    """A result or a part of one: a field that is None is left out of the JSON, so the output schema declares
+    it optional with its one type (no `["string", "null"]`, which not every client can map)."""
 
     @model_serializer(mode="wrap")
     def _drop_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -48,13 +47,20 @@ class Ok(BaseModel):
         return {key: value for key, value in data.items() if value is not None}
 
 
-class Target(BaseModel):
+class Ok(Shape):
+    """Every success carries `success: true`; unset optional fields are left out of the JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+    success: Literal[True] = True
+
+
+class Target(Shape):
     repo: str
     ref: str
     path: str
 
 
-class TaskSummary(BaseModel):
+class TaskSummary(Shape):
     task_id: str = column("task_id", "id")
     operation: Operation
     objective: str
@@ -73,20 +79,20 @@ class TaskList(Ok):
     next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; absent on the last page.")
 
 
-class Constraints(BaseModel):
+class Constraints(Shape):
     time_budget_seconds: int
     allow_network: bool
     allow_secrets: bool
     allowed_paths: list[str] = []
 
 
-class ConstraintSnapshot(BaseModel):
+class ConstraintSnapshot(Shape):
     id: str
     scope: str
     rules: Constraints
 
 
-class ReviewFeedback(BaseModel):
+class ReviewFeedback(Shape):
     # "requeued": an operator's feedback given with jct_requeue_task.
     decision: Literal["approved", "rejected", "needs_changes", "requeued"]
     reason: str
@@ -99,7 +105,7 @@ class ReviewFeedback(BaseModel):
     at: datetime
 
 
-class ContextPacket(BaseModel):
+class ContextPacket(Shape):
     id: str
     version: int
     summary: str
@@ -110,7 +116,7 @@ class ContextPacket(BaseModel):
     review_feedback: list[ReviewFeedback] = []
 
 
-class DecisionView(BaseModel):
+class DecisionView(Shape):
     """A decision an agent recorded in its mission (jct_report_progress kind=decision)."""
 
     decision: str
@@ -168,7 +174,7 @@ class ClaimNext(Ok):
     base_commit: str | None = None
 
 
-class IssueView(BaseModel):
+class IssueView(Shape):
     id: str
     title: str
     type: Operation
@@ -177,14 +183,14 @@ class IssueView(BaseModel):
     acceptance_criteria: list[str]
 
 
-class DoctrineRef(BaseModel):
+class DoctrineRef(Shape):
     id: str
     namespace: str
     name: str
     body: str
 
 
-class UpstreamArtifact(BaseModel):
+class UpstreamArtifact(Shape):
     """An artifact of an approved task this one depends on (its workflow step, when it is one)."""
 
     artifact_id: str
@@ -227,13 +233,13 @@ class ProgressReported(Ok):
     lease_expires_at: datetime
 
 
-class EvidenceSummary(BaseModel):
+class EvidenceSummary(Shape):
     id: str
     verdict: str
     verdict_reason: str
 
 
-class ReviewOutcome(BaseModel):
+class ReviewOutcome(Shape):
     status: Literal["auto_approved", "awaiting_manual_review", "not_required", "approved", "rejected", "needs_changes"]
     review_id: str | None = None
     message: str | None = None
@@ -269,7 +275,7 @@ class Enqueued(Ok):
     duplicate: bool = False
 
 
-class RunSummary(BaseModel):
+class RunSummary(Shape):
     run_id: str = column("run_id", "id")
     status: RunStatus
     attempt: int
@@ -279,7 +285,7 @@ class RunSummary(BaseModel):
     lease_expires_at: datetime | None
 
 
-class TaskDetail(BaseModel):
+class TaskDetail(Shape):
     task_id: str = column("task_id", "id")
     operation: Operation
     objective: str
@@ -311,7 +317,7 @@ class TaskView(Ok):
     runs: list[RunSummary]
 
 
-class ArtifactView(BaseModel):
+class ArtifactView(Shape):
     artifact_id: str = column("artifact_id", "id")
     run_id: str
     task_id: str
@@ -323,8 +329,15 @@ class ArtifactView(BaseModel):
     sha256: str | None
     created_at: datetime
 
+    @model_validator(mode="after")
+    def _no_server_path(self) -> ArtifactView:
+        # Stored content lives on the server's disk (a file:// URI in the row); clients get its jct:// page.
+        if self.uri.lower().startswith("file:"):
+            self.uri = uris.artifact(self.artifact_id)
+        return self
 
-class RunEventView(BaseModel):
+
+class RunEventView(Shape):
     id: int
     kind: EventKind
     message: str
@@ -332,7 +345,7 @@ class RunEventView(BaseModel):
     created_at: datetime
 
 
-class RunDetail(BaseModel):
+class RunDetail(Shape):
     run_id: str = column("run_id", "id")
     task_id: str
     cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
@@ -344,10 +357,9 @@ class RunDetail(BaseModel):
     ended_at: datetime | None
     lease_expires_at: datetime | None
     summary: str | None
-    outputs: Any = None
+    outputs: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None
     failure: dict[str, Any] | None
-    artifact_root_uri: str
     base_commit: str | None = None
     files_changed: dict[str, Any] | None = None
 
@@ -359,20 +371,20 @@ class RunView(Ok):
     evidence_pack: EvidenceSummary | None = None
 
 
-class Check(BaseModel):
+class Check(Shape):
     name: str
     passed: bool | None
     detail: str
 
 
-class CriterionResult(BaseModel):
+class CriterionResult(Shape):
     criterion: str
     status: str
     evidence: list[str]
     note: str | None = None
 
 
-class EvidencePackDetail(BaseModel):
+class EvidencePackDetail(Shape):
     id: str
     run_id: str
     task_id: str
@@ -393,7 +405,7 @@ class EvidenceView(Ok):
     evidence_pack: EvidencePackDetail
 
 
-class AuditEntry(BaseModel):
+class AuditEntry(Shape):
     id: int
     ts: datetime
     actor_kind: str
@@ -430,7 +442,7 @@ class QueueStats(Ok):
     telemetry_totals: dict[str, float] = Field(default_factory=dict)
 
 
-class PendingReview(BaseModel):
+class PendingReview(Shape):
     evidence_pack_id: str
     run_id: str
     task_id: str
@@ -458,7 +470,7 @@ class ReviewSubmitted(Ok):
     context_packet_version: int | None = Field(None, description="The new briefing version, after needs_changes.")
 
 
-class SweepReport(BaseModel):
+class SweepReport(Shape):
     expired: int
     requeued: int
     failed: int
@@ -467,7 +479,7 @@ class SweepReport(BaseModel):
 # --- missions ------------------------------------------------------------------------------------
 
 
-class MissionTaskCreated(BaseModel):
+class MissionTaskCreated(Shape):
     key: str | None = Field(None, description="The key the task had in the request.")
     task_id: str
     phase: int
@@ -481,7 +493,7 @@ class MissionCreated(Ok):
     duplicate: bool = False
 
 
-class PhaseView(BaseModel):
+class PhaseView(Shape):
     index: int
     name: str
     status: PhaseStatus
@@ -489,7 +501,7 @@ class PhaseView(BaseModel):
     approved: int
 
 
-class MissionProgress(BaseModel):
+class MissionProgress(Shape):
     total: int
     approved: int
     percent_done: int
@@ -500,14 +512,14 @@ class MissionProgress(BaseModel):
     elapsed_seconds: float
 
 
-class Blocker(BaseModel):
+class Blocker(Shape):
     task_id: str
     kind: Literal["failed", "cancelled", "dependency_failed", "human"]
     reason: str
     action: str
 
 
-class MissionTask(BaseModel):
+class MissionTask(Shape):
     task_id: str = column("task_id", "id")
     phase: int
     status: TaskStatus
@@ -516,7 +528,7 @@ class MissionTask(BaseModel):
     depends_on: list[str] = []
 
 
-class MissionDetail(BaseModel):
+class MissionDetail(Shape):
     mission_id: str = column("mission_id", "id")
     title: str
     goal: str
@@ -537,7 +549,7 @@ class MissionView(Ok):
     tasks: list[MissionTask] | None = None
 
 
-class MissionSummary(BaseModel):
+class MissionSummary(Shape):
     mission_id: str = column("mission_id", "id")
     title: str
     status: MissionStatus
@@ -561,14 +573,14 @@ class MissionCancelled(Ok):
 # --- workflows (DESIGN section 12) -------------------------------------------------------------
 
 
-class WorkflowInput(BaseModel):
+class WorkflowInput(Shape):
     name: str
     required: bool = False
     description: str | None = None
     default: str | None = None
 
 
-class WorkflowSummary(BaseModel):
+class WorkflowSummary(Shape):
     name: str
     version: str
     summary: str
@@ -586,7 +598,7 @@ class WorkflowStarted(MissionCreated):
     version: str
 
 
-class GitCommit(BaseModel):
+class GitCommit(Shape):
     commit: str
     parents: list[str]
     author: str
@@ -622,14 +634,14 @@ class PrioritySet(Ok):
     previous: Priority
 
 
-class HeldClaim(BaseModel):
+class HeldClaim(Shape):
     task_id: str
     run_id: str
     objective: str
     lease_expires_at: datetime | None
 
 
-class AgentView(BaseModel):
+class AgentView(Shape):
     agent: str  # who claimed (actor_id)
     principal: str  # who authenticated (a token's name; `local` without tokens)
     claims_held: int
@@ -647,7 +659,7 @@ class AgentList(Ok):
 StuckKind = Literal["lease_overdue", "over_budget", "no_progress", "human_blocker", "failed_dependency"]
 
 
-class StuckItem(BaseModel):
+class StuckItem(Shape):
     kind: StuckKind
     task_id: str
     objective: str
@@ -663,7 +675,7 @@ class StuckList(Ok):
     count: int
 
 
-class Throughput(BaseModel):
+class Throughput(Shape):
     """Tasks that ended in each interval of the last hour, oldest interval first."""
 
     bucket_seconds: int

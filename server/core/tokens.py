@@ -10,11 +10,13 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from server.core.models import Actor, ActorKind, new_id
-from server.core.service import Core
-from server.db import tokens as q
 from server.errors import invalid
+
+if TYPE_CHECKING:
+    from server.core.service import Core
 
 PREFIX = "jct_"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
@@ -106,7 +108,7 @@ async def create_token(core: Core, name: str, roles: list[str]) -> tuple[str, To
     parsed = _roles(roles)
     secret, row = _new(name, parsed)
     async with core.db.write() as conn:
-        inserted = await q.insert_token(conn, row)
+        inserted = await _rows().insert_token(conn, row)
     if not inserted:
         raise invalid(
             f"a live token named {name!r} already exists.",
@@ -119,25 +121,25 @@ async def rotate_token(core: Core, name: str) -> tuple[str, TokenInfo] | None:
     """Revoke the live token named `name` and create its successor with the same roles, in one transaction;
     None if there is no live token of that name."""
     async with core.db.write() as conn:
-        old = await q.live_token_by_name(conn, name)
+        old = await _rows().live_token_by_name(conn, name)
         if old is None:
             return None
         parsed = tuple(sorted(Role(r) for r in old["roles"] if r in Role.__members__.values()))
         secret, row = _new(name, parsed)
-        await q.revoke_token(conn, name, datetime.now(UTC))
-        assert await q.insert_token(conn, row)
+        await _rows().revoke_token(conn, name, datetime.now(UTC))
+        assert await _rows().insert_token(conn, row)
     return secret, TokenInfo(name, parsed, row["created_at"], None)  # type: ignore[arg-type]
 
 
 async def revoked_among(core: Core, token_ids: set[str]) -> set[str]:
     """Which of these tokens have been revoked."""
     async with core.db.read() as conn:
-        return await q.revoked_among(conn, token_ids)
+        return set(await _rows().revoked_among(conn, token_ids))
 
 
 async def list_tokens(core: Core) -> list[TokenInfo]:
     async with core.db.read() as conn:
-        rows = await q.all_tokens(conn)
+        rows = await _rows().all_tokens(conn)
     return [
         TokenInfo(row["name"], tuple(str(r) for r in row["roles"]), row["created_at"], row["revoked_at"])
         for row in rows
@@ -146,14 +148,14 @@ async def list_tokens(core: Core) -> list[TokenInfo]:
 
 async def revoke_token(core: Core, name: str) -> bool:
     async with core.db.write() as conn:
-        return await q.revoke_token(conn, name, datetime.now(UTC))
+        return bool(await _rows().revoke_token(conn, name, datetime.now(UTC)))
 
 
 async def verify(core: Core, secret: str) -> Principal | None:
     if not secret.startswith(PREFIX) or len(secret) > 256:
         return None
     async with core.db.read() as conn:
-        row = await q.live_token_by_hash(conn, hash_secret(secret))
+        row = await _rows().live_token_by_hash(conn, hash_secret(secret))
     if row is None:
         return None
     # A role this build does not know (written by a newer one) grants nothing.
@@ -201,7 +203,7 @@ async def ui_session(core: Core, cookie: str) -> UiSession | None:
     if not 0 <= time.time() - int(issued) <= UI_SESSION_SECONDS:
         return None
     async with core.db.read() as conn:
-        row = await q.live_token_by_id(conn, token_id) if _is_uuid(token_id) else None
+        row = await _rows().live_token_by_id(conn, token_id) if _is_uuid(token_id) else None
     if row is None or not hmac.compare_digest(mac, _mac(row["token_hash"], "ui", token_id, issued)):
         return None
     known = {role.value for role in Role}
@@ -213,3 +215,11 @@ async def ui_session(core: Core, cookie: str) -> UiSession | None:
 
 def _is_uuid(value: str) -> bool:
     return re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value) is not None
+
+
+def _rows() -> Any:
+    """server.db.tokens, imported on first use: server/identity.py imports this module for Principal and Role,
+    and `jct serve --stdio` answers `initialize` before it loads the database layer (server/cli/stdio.py)."""
+    from server.db import tokens
+
+    return tokens

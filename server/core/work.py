@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server import uris
 from server.core import events, leases, results, verified
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
@@ -131,7 +132,7 @@ async def report_artifact(
             run_id=run["id"],
             title=title,
             type=kind.value,
-            uri=stored_uri,
+            uri=uris.artifact(artifact_id) if data is not None else stored_uri,
             size_bytes=size,
             sha256=digest,
             lease_expires_at=run["lease_expires_at"],

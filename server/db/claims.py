@@ -90,12 +90,14 @@ claimed AS (
     RETURNING {task_columns}
 ),
 run AS (
-    -- The run that holds the lease; the attempt number counts penalised attempts so far.
+    -- The run that holds the lease; its attempt is its number among the task's runs (1, 2 after a
+    -- needs_changes round or an expiry), the number its page shows.
     -- It records who claimed: the agent, its principal and its connection (the fence checks them).
     INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, attempt,
                       lease_expires_at, started_at, artifact_root_uri)
     SELECT :run_id, claimed.id, claimed.issue_id, 'agent', CAST(:executor AS jsonb), :actor_id, :principal,
-           CAST(:claim_session AS varchar), 'running', claimed.attempts + 1,
+           CAST(:claim_session AS varchar), 'running',
+           CAST((SELECT count(*) FROM runs prior WHERE prior.task_id = claimed.id) + 1 AS integer),
            now() + make_interval(secs => :lease_seconds), now(), :artifact_root_uri
     FROM claimed
     RETURNING lease_expires_at, attempt
@@ -229,7 +231,8 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
         return None
     claimed = dict(zip(TASK_COLUMNS, found, strict=True))
     lease_expires_at = now + timedelta(seconds=req.lease_seconds)
-    attempt = int(claimed["attempts"]) + 1
+    # The run's number among its task's runs (see the PostgreSQL statement).
+    attempt = int(db.execute("SELECT count(*) FROM runs WHERE task_id = ?", (claimed["id"],)).fetchone()[0]) + 1
     db.execute(
         "INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, "
         "attempt, lease_expires_at, started_at, artifact_root_uri) "

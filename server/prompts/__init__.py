@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import UserMessage
+from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Completion, PromptReference
 from pydantic import Field
@@ -18,6 +19,34 @@ from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from server.prompts import texts
 from server.vocab import Operation
+
+# Claude Code splits what follows a slash command on whitespace and hands the words to the prompt's arguments
+# in order, dropping words past the last one (its MCP prompt command: `args.split(/\s+/)` zipped with the
+# argument names). So a free-text prompt takes its text as a first argument and WORDS - 1 more, one word each,
+# which JCT joins again: `/mcp__jct__enqueue Add a CHANGELOG to myorg/api-service` reaches JCT whole. Other
+# clients put the whole text in the first argument.
+WORDS = 64
+MORE = tuple(f"w{n}" for n in range(2, WORDS + 1))
+
+
+def _free_text(first: str, more: dict[str, Any]) -> str:
+    return " ".join([first, *(str(more[name]) for name in MORE if more.get(name))]).strip()
+
+
+def _free_text_prompt(
+    server: MCPServer[Any], fn: Any, *, name: str, title: str, description: str, argument: str, meaning: str
+) -> None:
+    """A prompt whose one required argument is free text, plus the continuation words (see WORDS)."""
+    arguments = [PromptArgument(name=argument, description=meaning, required=True)]
+    arguments.append(
+        PromptArgument(
+            name=MORE[0],
+            description=f"Clients that split a command line into words (Claude Code) pass the words after the "
+            f"first as {MORE[0]}..{MORE[-1]}; JCT joins them to {argument}.",
+        )
+    )
+    arguments += [PromptArgument(name=more) for more in MORE[1:]]
+    server.add_prompt(Prompt(name=name, title=title, description=description, arguments=arguments, fn=fn))
 
 
 def _bad(message: str) -> MCPError:
@@ -88,33 +117,41 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         stats = await queue.queue_stats(core)
         return [UserMessage(texts.review_pending(page, stats.pending_reviews))]
 
-    @server.prompt(
-        name="enqueue",
-        title="Enqueue JCT tasks",
-        description="Turn a plain-language request into well-formed tasks (objective, operation, repository, "
-        "checkable acceptance criteria, context, priority) and enqueue them with jct_enqueue_task.",
-    )
-    async def enqueue(
-        request: Annotated[str, Field(description="What you want done, in plain language.")],
-    ) -> list[UserMessage]:
-        if not request.strip():
+    async def enqueue(request: str, **more: Any) -> list[UserMessage]:
+        request = _free_text(request, more)
+        if not request:
             raise _bad("request is empty: say in plain language what you want done.")
         queued = await queue.list_tasks(core, status="queued", limit=texts.QUEUE_SHOWN)
         return [UserMessage(texts.enqueue(request, core.settings.allowed_repo_prefixes, queued))]
 
-    @server.prompt(
+    _free_text_prompt(
+        server,
+        enqueue,
+        name="enqueue",
+        title="Enqueue JCT tasks",
+        description="Turn a plain-language request into well-formed tasks (objective, operation, repository, "
+        "checkable acceptance criteria, context, priority) and enqueue them with jct_enqueue_task.",
+        argument="request",
+        meaning="What you want done, in plain language.",
+    )
+
+    async def plan(goal: str, **more: Any) -> list[UserMessage]:
+        goal = _free_text(goal, more)
+        if not goal:
+            raise _bad("goal is empty: say in plain language what the mission should achieve.")
+        active = await mission_status.list_missions(core, status="active", limit=texts.QUEUE_SHOWN)
+        return [UserMessage(texts.plan(goal, core.settings.allowed_repo_prefixes, active))]
+
+    _free_text_prompt(
+        server,
+        plan,
         name="plan",
         title="Plan a JCT mission",
         description="Turn a goal into a mission: phases of tasks with dependencies, created in one step with "
         "jct_create_mission, with the active missions embedded.",
+        argument="goal",
+        meaning="The goal, in plain language.",
     )
-    async def plan(
-        goal: Annotated[str, Field(description="The goal, in plain language.")],
-    ) -> list[UserMessage]:
-        if not goal.strip():
-            raise _bad("goal is empty: say in plain language what the mission should achieve.")
-        active = await mission_status.list_missions(core, status="active", limit=texts.QUEUE_SHOWN)
-        return [UserMessage(texts.plan(goal, core.settings.allowed_repo_prefixes, active))]
 
     _register_completions(server, core)
 

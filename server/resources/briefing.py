@@ -26,7 +26,7 @@ from server.markdown import (
     task_uri,
     who,
 )
-from server.resources.render import OBJECTIVE_CHARS, page_text, run_entry, target_text, task_next
+from server.resources.render import OBJECTIVE_CHARS, page_text, run_entry, runs_text, target_text, task_next
 
 CRITERIA_CHARS = 1_500
 CRITERION_CHARS = 400
@@ -161,7 +161,9 @@ def issue_briefing(brief: IssueBrief) -> str:
     task_lines: list[str] = []
     for task in brief.tasks:
         task_lines.append(
-            f"- **{task.status}** {task.priority} · attempts {task.attempts}/{task.max_attempts} · "
+            f"- **{task.status}** {task.priority} · "
+            f"{runs_text([run for run in brief.runs if run.task_id == task.task_id])} · "
+            f"expired leases {task.attempts}/{task.max_attempts} · "
             f"{headline(task.objective, 80)} — {task_uri(task.task_id)}"
         )
         task_lines += [f"  {run_entry(run)}" for run in brief.runs if run.task_id == task.task_id]

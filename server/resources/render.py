@@ -159,13 +159,20 @@ def task_next(task: results.TaskDetail, runs: Sequence[RunLine], *, in_briefing:
             return f"{task.status.capitalize()}. Nothing more to do unless someone enqueues a follow-up."
 
 
+def runs_text(runs: Sequence[RunLine]) -> str:
+    """How many runs a task has had: its newest run's number, the `attempt` its claim and run page show."""
+    count = max((run.number for run in runs), default=0)
+    return f"{count} run{'s' if count != 1 else ''}"
+
+
 def task_page(page: TaskPage) -> str:
     task = page.task
     lines = [
         f"# Task: {headline(task.objective)}",
         "",
         f"**{task.status}** · {task.priority} · {task.operation} · {target_text(task.target)} · "
-        f"attempts {task.attempts}/{task.max_attempts} · budget {duration(task.time_budget_seconds)}",
+        f"{runs_text(page.runs)} · expired leases {task.attempts}/{task.max_attempts} · "
+        f"budget {duration(task.time_budget_seconds)}",
     ]
     if task.cwom_issue_id is not None:
         title = f" ({line(page.issue_title, 80)})" if page.issue_title else ""
@@ -227,8 +234,7 @@ def run_page(page: RunPage) -> str:
     lines = [
         f"# Run {page.number}: {headline(page.objective)}",
         "",
-        f"**{run.status}** · by {who(run.executor)} · started {stamp(run.started_at)} · ended {stamp(run.ended_at)} · "
-        f"attempt {run.attempt}",
+        f"**{run.status}** · by {who(run.executor)} · started {stamp(run.started_at)} · ended {stamp(run.ended_at)}",
     ]
     if run.status == "running" and run.lease_expires_at is not None:
         lines.append(f"Lease expires {stamp(run.lease_expires_at)}: the claimant renews it with any call on the task.")

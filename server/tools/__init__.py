@@ -47,7 +47,7 @@ def register_tools(server: MCPServer[Any], core: Core, identity: Identity, tools
         tool.parameters = _shorter(_compact_input_schema(tool.parameters))
         schema = sdk.output_schema(tool)
         if schema is not None:
-            sdk.set_output_schema(tool, _flat_output_schema(schema))
+            sdk.set_output_schema(tool, _portable(_flat_output_schema(schema)))
     return toolset_of
 
 
@@ -71,6 +71,10 @@ def _compact_input_schema(schema: Any) -> Any:
         node["default"] == empty and type(node["default"]) is type(empty) for empty in _EMPTY_DEFAULTS
     ):
         del node["default"]
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) > 2 and {"type": "null"} in options:
+        # anyOf [X, Y, null]: leaving the parameter out is how a caller says null.
+        node["anyOf"] = [option for option in options if option != {"type": "null"}]
     merged = _nullable(node)
     if merged is None:
         return node
@@ -146,6 +150,51 @@ def _flat_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if '"$ref"' in json.dumps(flattened):
         return schema  # a recursive model: keep the schema as the SDK built it
     return flattened
+
+
+def _portable(schema: Any) -> Any:
+    """An output schema every client can map (the MCP Inspector's `--strict` portability check passes): no
+    `type` arrays and no null branches. Results leave a null field out (results.Shape), so a nullable field
+    is an optional one of its single type: ["string", "null"] becomes "string", no longer required."""
+    if isinstance(schema, list):
+        return [_portable(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node = {key: _portable(value) for key, value in schema.items()}
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        nullable = set()
+        for name, prop in list(properties.items()):
+            single = _not_null(prop)
+            if single is not None:
+                properties[name] = single
+                nullable.add(name)
+        if isinstance(node.get("required"), list):
+            node["required"] = [name for name in node["required"] if name not in nullable]
+            if not node["required"]:
+                del node["required"]
+    return node
+
+
+def _not_null(prop: Any) -> dict[str, Any] | None:
+    """A nullable property's schema without its null, or None when it is not nullable."""
+    if not isinstance(prop, dict):
+        return None
+    kind = prop.get("type")
+    if isinstance(kind, list) and "null" in kind:
+        rest = [t for t in kind if t != "null"]
+        single = {**prop, "type": rest[0] if len(rest) == 1 else rest}
+        if isinstance(single.get("enum"), list):
+            single["enum"] = [value for value in single["enum"] if value is not None]
+        if single.get("default", 0) is None:
+            del single["default"]
+        return single
+    options = prop.get("anyOf")
+    if isinstance(options, list) and {"type": "null"} in options:
+        rest = [option for option in options if option != {"type": "null"}]
+        base = {key: value for key, value in prop.items() if key not in ("anyOf", "default")}
+        return {**rest[0], **base} if len(rest) == 1 else {**base, "anyOf": rest}
+    return None
 
 
 def _strip_titles(schema: Any) -> None:

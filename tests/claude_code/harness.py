@@ -128,14 +128,22 @@ class ClaudeCode:
             | extra
         )
 
-    async def run(self, args: list[str], model_url: str, era: str = "auto", limit: float = RUN_SECONDS) -> Run:
-        """`claude *args` to completion (stdin closed); fails the test with its output after `limit` seconds."""
+    async def run(
+        self,
+        args: list[str],
+        model_url: str,
+        era: str = "auto",
+        limit: float = RUN_SECONDS,
+        extra: dict[str, str] | None = None,
+    ) -> Run:
+        """`claude *args` to completion (stdin closed); fails the test with its output after `limit` seconds.
+        `extra`: more environment (a plugin's stdio server inherits Claude Code's)."""
         name = f"claude-{len(self.runs)}"
         out, err = self.work.parent / f"{name}.out", self.work.parent / f"{name}.err"
         with out.open("wb") as stdout, err.open("wb") as stderr:
             process = await anyio.open_process(
                 [str(self.binary), *args],
-                env=self.env(model_url, era),
+                env=self.env(model_url, era, **(extra or {})),
                 cwd=self.work,
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,

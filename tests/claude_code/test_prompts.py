@@ -25,18 +25,17 @@ def texts(body: dict[str, Any]) -> list[str]:
     return found
 
 
-async def test_slash_command_arguments_are_split_on_whitespace(claude_code: ClaudeCode, jct: str) -> None:
+async def test_a_multi_word_slash_command_reaches_jct_whole(claude_code: ClaudeCode, jct: str) -> None:
     """Claude Code 2.1.328 splits what follows a slash command on whitespace and hands the words to the
-    prompt's arguments in order; words beyond the last argument are dropped, and quotes group nothing.
+    prompt's arguments in order, dropping words past the last argument; quotes group nothing.
 
-    So `/mcp__jct__enqueue fix the login bug` calls `prompts/get` with `{"request": "fix"}`: JCT's prompt
-    embeds "fix" as the request. The model also gets the whole line, in a `<command-args>` block before
-    the prompt's text, so it can still see what was asked.
+    JCT's free-text prompts take their text as `request` (or `goal`) plus one word each in w2..w64, and
+    join them: `/mcp__jct__enqueue Add a CHANGELOG to myorg/api-service` embeds the whole request.
     """
     with anyio.fail_after(LIMIT):
         async with mcp_proxy(jct) as (proxy, proxy_url), scripted_model([Reply("ok")]) as (model, model_url):
             servers = {"jct": {"type": "http", "url": f"{proxy_url}/mcp"}}
-            run = await claude_code.print("/mcp__jct__enqueue fix the login bug", servers, model_url)
+            run = await claude_code.print("/mcp__jct__enqueue Add a CHANGELOG to myorg/api-service", servers, model_url)
             quoted = await claude_code.print('/mcp__jct__work_next "code_change docs"', servers, model_url)
 
     assert model.errors == [], "\n".join(model.errors)
@@ -44,11 +43,10 @@ async def test_slash_command_arguments_are_split_on_whitespace(claude_code: Clau
     assert quoted.returncode == 0, quoted.explain()
     gets = [e.messages[0]["params"] for e in proxy.exchanges if e.rpc == ["prompts/get"]]
     assert [(get["name"], get["arguments"]) for get in gets] == [
-        ("enqueue", {"request": "fix"}),
+        ("enqueue", {"request": "Add", "w2": "a", "w3": "CHANGELOG", "w4": "to", "w5": "myorg/api-service"}),
         ("work_next", {"operation": '"code_change'}),
     ], proxy.log()
 
     first = texts(model.main_requests()[0].body)
-    assert any("<command-args>fix the login bug</command-args>" in text for text in first), first
-    assert any('Request:\n"""\nfix\n"""' in text for text in first), first
+    assert any('Request:\n"""\nAdd a CHANGELOG to myorg/api-service\n"""' in text for text in first), first
     assert claude_code.egress.attempts == []

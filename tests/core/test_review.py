@@ -97,7 +97,7 @@ async def test_needs_changes_requeues_the_task_with_a_second_briefing_carrying_t
     assert decided.context_packet_version == 2
     assert await statuses(manual, done) == ("needs_changes", "ready", "queued")
     again = await queue.claim_next(manual, ALICE)
-    assert (again.task_id, again.attempt) == (done.task_id, 1)
+    assert (again.task_id, again.attempt) == (done.task_id, 2)  # the second run of the task
     assert again.context_packet is not None
     assert again.context_packet.version == 2
     assert again.context_packet.acceptance_criteria == ["Email is validated"]

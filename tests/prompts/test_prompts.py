@@ -64,16 +64,29 @@ async def test_prompts_are_listed_with_their_arguments(client: Client) -> None:
     arguments: dict[str, list[tuple[str, bool]]] = {
         name: [(a.name, bool(a.required)) for a in p.arguments or []] for name, p in prompts.items()
     }
+    more = [(f"w{n}", False) for n in range(2, 65)]
     assert arguments == {
         "work_next": [("operation", False)],
         "review": [("evidence_pack_id", False)],
-        "enqueue": [("request", True)],
-        "plan": [("goal", True)],
+        "enqueue": [("request", True), *more],
+        "plan": [("goal", True), *more],
     }
     for p in prompts.values():
         assert p.title
         assert p.description
-        assert all(a.description for a in p.arguments or [])
+        assert all(a.description for a in (p.arguments or [])[:2])
+
+
+async def test_free_text_split_into_words_is_joined_again(client: Client) -> None:
+    """Claude Code hands a slash command's words to the arguments in order: JCT joins them back."""
+    words = ["Add", "a", "CHANGELOG", "to", "myorg/api-service"]
+    split = {"request": words[0]} | {f"w{n}": word for n, word in enumerate(words[1:], start=2)}
+    body = await prompt(client, "enqueue", **split)
+    assert 'Request:\n"""\nAdd a CHANGELOG to myorg/api-service\n"""' in body
+    whole = await prompt(client, "enqueue", request="Add a CHANGELOG to myorg/api-service")
+    assert whole == body
+    goal = await prompt(client, "plan", goal="Ship", w2="the", w3="billing", w4="service")
+    assert "Ship the billing service" in goal
 
 
 async def test_work_next_embeds_the_protocol_and_the_queue(core: Core, client: Client) -> None:
