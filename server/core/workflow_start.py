@@ -141,6 +141,7 @@ def plan(
                 "acceptance_criteria": [fill(c, values) for c in step.get("acceptance_criteria", [])],
                 "context_summary": instructions.strip(),
                 "depends_on": list(step.get("depends_on", [])),
+                **({"doctrine": list(step["doctrine"])} if step.get("doctrine") else {}),
             }
         )
     for phase in phases:

@@ -19,6 +19,7 @@ from server.tools.params import (
     DoctrineRefs,
     IdempotencyKey,
     Operation,
+    PriorArt,
     Priority,
     Reason,
     TaskId,
@@ -72,6 +73,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         phase: Annotated[int | None, Field(ge=0, description="Default: the mission's last.")] = None,
         depends_on: Annotated[list[Uuid] | None, items("Task ids in the mission.", Limits.DEPENDENCIES)] = None,
         doctrine: DoctrineRefs = None,
+        prior_art: Annotated[list[PriorArt] | None, items("Earlier work to know of.", Limits.PRIOR_ART)] = None,
+        data: Annotated[dict[str, Any] | None, Field(description="Facts (JSON).")] = None,
     ) -> results.Enqueued:
         return await intake.enqueue_task(
             core,
@@ -91,6 +94,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             phase=phase,
             depends_on=depends_on,
             doctrine_refs=doctrine,
+            prior_art=prior_art,
+            data=data,
         )
 
     @mcp.tool(

@@ -30,6 +30,7 @@ def uuid(description: str) -> Any:
 
 Criterion = Annotated[str, Field(json_schema_extra={"maxLength": Limits.CRITERION})]
 Key = Annotated[str, Field(json_schema_extra={"maxLength": Limits.TITLE})]
+PriorArt = Annotated[str, Field(json_schema_extra={"maxLength": Limits.PRIOR_ART_ITEM})]
 Uuid = Annotated[str, Field(json_schema_extra={"format": "uuid"})]
 TaskId = Annotated[str, uuid("The task's id.")]
 RunId = Annotated[str, uuid("The run's id.")]

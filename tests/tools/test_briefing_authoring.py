@@ -14,7 +14,7 @@ from server.core import completion, intake, missions, queue, revise, work
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ADMIN, ALICE, BOB, PATCH
-from tests.tools.conftest import ClientFactory, ok
+from tests.tools.conftest import ClientFactory, error, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -46,6 +46,17 @@ async def test_prior_art_and_data_given_at_enqueue_are_in_the_briefing(connect: 
     assert "Prior art:" in text
     assert "PR #12 tried a regex and was reverted" in text
     assert '"endpoint":"/signup"' in text.replace(" ", "")
+
+
+async def test_jct_enqueue_task_takes_prior_art_and_data(connect: ClientFactory, core: Core) -> None:
+    async with connect(core=core) as client:
+        task = await ok(client, "jct_enqueue_task", **TASK, prior_art=PRIOR, data=DATA)
+        context = await ok(client, "jct_get_context", task_id=task["task_id"])
+        assert (context["context_packet"]["prior_art"], context["context_packet"]["data"]) == (PRIOR, DATA)
+        before = (await queue.queue_stats(core)).counts
+        refused = await error(client, "jct_enqueue_task", **TASK, prior_art=["x"] * 51)
+        assert refused["code"] == "INVALID_ARGUMENT"
+        assert (await queue.queue_stats(core)).counts == before
 
 
 async def test_mission_tasks_carry_prior_art_and_data(connect: ClientFactory, core: Core) -> None:

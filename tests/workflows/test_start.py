@@ -56,7 +56,7 @@ async def test_the_shipped_workflows_are_listed_with_inputs_and_versions(agent: 
     by_name = {item["name"]: item for item in listed["workflows"]}
     assert {"bugfix", "feature", "docs"} <= set(by_name)
     assert by_name["bugfix"]["inputs"] == [
-        {"name": "bug", "required": True, "description": "What is wrong", "default": None}
+        {"name": "bug", "required": True, "description": "What is wrong"}
     ]
     assert by_name["feature"]["steps"] == ["spec", "implement", "review", "docs"]
     assert len(by_name["docs"]["version"]) == 12
@@ -202,3 +202,19 @@ async def test_user_files_load_beside_the_shipped_a_broken_one_is_reported_and_r
     context = await ok(agent, "jct_get_context", task_id=started["tasks"][0]["task_id"])
     assert context["step"]["version"] == started["version"]
     assert context["step"]["outputs"] == [{"name": "page", "type": "doc", "required": True}]
+
+
+async def test_a_step_names_doctrine_its_briefing_carries(agent: Client, tmp_path: Path) -> None:
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    styled = TINY.replace("name: tiny", "name: styled").replace(
+        "    outputs:", "    doctrine: [myorg/docs-style]\n    outputs:"
+    )
+    (flows / "styled.yaml").write_text(styled)
+    refused = await error(agent, "jct_start_workflow", name="styled", inputs={"topic": "x"}, target_repo="myorg/d")
+    assert refused["code"] == "DOCTRINE_NOT_FOUND"
+
+    await ok(agent, "jct_manage_doctrine", action="add", name="myorg/docs-style", body="Write short sentences.")
+    started = await start(agent, "styled", inputs={"topic": "queues"}, target_repo="myorg/d")
+    context = await ok(agent, "jct_get_context", task_id=started["tasks"][0]["task_id"])
+    assert [(d["namespace"], d["name"]) for d in context["doctrine_refs"]] == [("myorg", "docs-style")]
