@@ -278,6 +278,7 @@ evidence_packs = Table(
     Column("review_state", String(16), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Index("ix_evidence_packs_review_state_created_at", "review_state", "created_at"),
+    Index("ix_evidence_packs_task_id", "task_id"),
 )
 
 review_decisions = Table(

@@ -1,7 +1,7 @@
 """verified changes: the run's base commit and the files it changed, the evidence pack's unexpected files
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-11-23 02:00:00.000000
 
 - runs.base_commit: the commit target_ref named when the task was claimed (a verifiable task only).

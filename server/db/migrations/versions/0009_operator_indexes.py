@@ -1,7 +1,7 @@
 """operator views: the audit log searched by actor and by action, runs by start time
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 Create Date: 2026-11-23 02:00:00.000000
 
 jct_search_audit walks the audit log newest first filtered by actor or action, and jct_list_agents reads the

@@ -1,7 +1,7 @@
 """telemetry totals, doctrine by repository prefix
 
 Revision ID: 0010
-Revises: 0006
+Revises: 0009
 Create Date: 2026-11-23 02:00:00.000000
 
 - telemetry_deltas: what agents report spending (tokens, cost, time), one row per report and number, summed
