@@ -95,8 +95,14 @@ def check_dialects(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 # --- servers, databases, processes (the suite's shared plumbing) ---------------------------------
 
 BENCH_DIR = Path(__file__).resolve().parent
-# One principal (JCT_AUTH=none) plays every agent, so its claim cap is lifted for 100 concurrent agents.
-SERVER_ENV = {"JCT_LOG_LEVEL": "WARNING", "JCT_MAX_CLAIMS_PER_AGENT": "10000"}
+# One principal (JCT_AUTH=none) plays every agent, so its claim cap is lifted for 100 concurrent agents, and
+# its session cap for the 500 sessions of bench/sessions.py (past the cap its least recently used session,
+# the agent's, would be closed).
+SERVER_ENV = {
+    "JCT_LOG_LEVEL": "WARNING",
+    "JCT_MAX_CLAIMS_PER_AGENT": "10000",
+    "JCT_MAX_SESSIONS_PER_PRINCIPAL": "100000",
+}
 
 
 def raise_nofile() -> None:
