@@ -172,6 +172,15 @@ def _objects_inside(place: Place, git_dir: Path, root: Path) -> None:
         return
     if not (git_dir / "objects").resolve().is_relative_to(root):
         raise unavailable(place.name, "its object store leads outside its configured location")
+    # objects/info/alternates names more object stores git reads as its own: each must be inside too.
+    objects = (git_dir / "objects").resolve()
+    try:
+        listed = (objects / "info" / "alternates").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        listed = []
+    for entry in (line.strip() for line in listed):
+        if entry and not entry.startswith("#") and not (objects / entry).resolve().is_relative_to(root):
+            raise unavailable(place.name, "its object store borrows objects from outside its configured location")
 
 
 def _gitdir_of(dot_git: Path) -> Path | None:

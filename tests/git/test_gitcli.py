@@ -115,6 +115,22 @@ async def test_a_symlink_out_of_the_location_is_refused(tmp_path: Path) -> None:
     assert "outside" in caught.value.message
 
 
+async def test_alternates_out_of_the_location_are_refused(tmp_path: Path) -> None:
+    """objects/info/alternates lets git read another object store as its own: one outside is refused."""
+    outside = Work(tmp_path / "outside")
+    work = Work(tmp_path / "src" / "api")
+    bare_clone(work.path, tmp_path / "team" / "api.git")
+    repos = Repos(settings(tmp_path, repos=[f"myorg/={tmp_path / 'team'}"]))
+    assert await repos.open("myorg/api") is not None
+    info = tmp_path / "team" / "api.git" / "objects" / "info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "alternates").write_text(f"{outside.path / '.git' / 'objects'}\n")
+    with pytest.raises(JctError) as caught:
+        await repos.open("myorg/api")
+    assert caught.value.code == ErrorCode.REPO_NOT_AVAILABLE
+    assert "outside" in caught.value.message
+
+
 @pytest.mark.parametrize("name", ["myorg/../outside", "myorg/-x", "myorg/.git"])
 async def test_names_that_climb_or_hide_are_refused(tmp_path: Path, name: str) -> None:
     repos = Repos(settings(tmp_path, repos=[f"myorg/={tmp_path / 'team'}"]))

@@ -55,9 +55,7 @@ async def test_the_shipped_workflows_are_listed_with_inputs_and_versions(agent: 
     listed = await ok(agent, "jct_list_workflows")
     by_name = {item["name"]: item for item in listed["workflows"]}
     assert {"bugfix", "feature", "docs"} <= set(by_name)
-    assert by_name["bugfix"]["inputs"] == [
-        {"name": "bug", "required": True, "description": "What is wrong"}
-    ]
+    assert by_name["bugfix"]["inputs"] == [{"name": "bug", "required": True, "description": "What is wrong"}]
     assert by_name["feature"]["steps"] == ["spec", "implement", "review", "docs"]
     assert len(by_name["docs"]["version"]) == 12
     assert listed["refused"] == []
