@@ -134,7 +134,11 @@ def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> l
                     task_id=task.task_id,
                     kind="failed" if task.status == TaskStatus.FAILED else "cancelled",
                     reason=f"the task {task.status}: {' '.join(task.objective.split())[:80]}",
-                    action="Requeue it with feedback (an admin: jct requeue TASK_ID) or cancel the mission.",
+                    action=(
+                        "Requeue it with feedback (an admin: jct requeue TASK_ID); if it ran out of review rounds "
+                        "(quality_gate_exhausted), an admin may approve its last work instead (jct_submit_review "
+                        "with override_reason); or cancel the mission."
+                    ),
                 )
             )
         elif task.status == TaskStatus.BLOCKED:

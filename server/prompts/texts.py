@@ -113,7 +113,8 @@ JUDGING = [
     "satisfied with cited evidence; partial = something is unverified (a criterion without evidence, no test "
     "log); fail = a check failed or the run failed. verdict_reason says which.",
     "2. Checks: required evidence for the operation, tests (a log whose runner summary shows failures fails "
-    "it), scope (files changed outside the allowed paths), time budget. A failed check needs a reason to approve.",
+    "it), scope (files changed outside the allowed paths), time budget, and for a workflow step outputs (each "
+    "declared output reported, a json one matching its schema). A failed check needs a reason to approve.",
     "3. Criteria: for each acceptance criterion, open the cited artifacts and decide yourself whether they "
     "show it. A cited artifact that does not show the criterion is not evidence.",
     "4. Read the diff: the code_patch artifact (jct_get_artifact(artifact_id), or the jct://artifacts/<id> "
@@ -122,7 +123,10 @@ JUDGING = [
     "5. Decide with jct_submit_review(evidence_pack_id, decision, reason): approved (the objective is met and "
     "the change is sound); needs_changes (fixable: the task is requeued and your reason lands in the next "
     "attempt's briefing, so say exactly what to change and how to show it); rejected (wrong approach or "
-    "should not be done: the task fails). Give a reason a worker can act on.",
+    "should not be done: the task fails). Give a reason a worker can act on. A workflow step's gate may say who "
+    "approves (agent: not its executor; human: a person), and each needs_changes spends one of its review "
+    "rounds: past the last the task fails (quality_gate_exhausted), which an admin may override "
+    "(override_reason).",
 ]
 
 
