@@ -60,6 +60,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         action: Annotated[str | None, text("e.g. task.failed", 64)] = None,
         entity_kind: Annotated[str | None, text("e.g. Task", 32)] = None,
         since: Annotated[str | None, text("ISO time.", 64)] = None,
+        until: Annotated[str | None, text("ISO time.", 64)] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:
@@ -69,6 +70,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
             action=action,
             entity_kind=entity_kind,
             since=since,
+            until=until,
             limit=limit,
             cursor=cursor,
         )

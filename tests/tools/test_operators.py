@@ -254,7 +254,15 @@ async def test_search_audit_filters_and_pages_newest_first(connect: ClientFactor
         future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
         assert (await ok(bob, "jct_search_audit", since=future))["entries"] == []
         assert (await ok(bob, "jct_search_audit", since="2000-01-01"))["count"] == 12
-        for bad in ({"action": "task.exploded"}, {"entity_kind": "Planet"}, {"since": "yesterday"}, {"cursor": "xyz"}):
+        assert (await ok(bob, "jct_search_audit", until="2000-01-01"))["entries"] == []
+        assert (await ok(bob, "jct_search_audit", until=future))["count"] == 12
+        bad_filters = (
+            {"action": "task.exploded"},
+            {"entity_kind": "Planet"},
+            {"since": "yesterday"},
+            {"until": "soon"},
+        )
+        for bad in (*bad_filters, {"cursor": "xyz"}):
             refused = await error(bob, "jct_search_audit", **bad)
             assert refused["code"] == "INVALID_ARGUMENT", bad
 
