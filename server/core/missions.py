@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from server.core import doctrine, intake
+from server.core import dag, doctrine, intake
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id
@@ -95,7 +95,7 @@ def plan(core: Core, phases: object) -> tuple[list[str], list[Planned]]:
                 "never start.",
                 "Depend only on tasks of the same or an earlier phase.",
             )
-    cycle = _cycle({task.key: task.depends_on for task in planned})
+    cycle = dag.cycle({task.key: task.depends_on for task in planned})
     if cycle:
         raise invalid(f"depends_on has a cycle: {' -> '.join(cycle)}.", "Remove one dependency of the cycle.")
     return names, planned
@@ -137,29 +137,6 @@ def _planned(core: Core, task: object, where: str, phase: int, phase_of: dict[st
         data=task.get("data"),
     )
     return Planned(key, phase, request, tuple(dict.fromkeys(depends_on)))
-
-
-def _cycle(graph: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """A cycle of the dependency graph, as the keys along it (first key repeated at the end), or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(key: str) -> list[str] | None:
-        state[key] = 1
-        path.append(key)
-        for dep in graph.get(key, ()):
-            if state.get(dep) == 1:
-                return [*path[path.index(dep) :], dep]
-            if dep not in state and (found := visit(dep)):
-                return found
-        path.pop()
-        state[key] = 2
-        return None
-
-    for key in graph:
-        if key not in state and (found := visit(key)):
-            return found
-    return None
 
 
 # --- create ------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from itertools import islice
 from typing import Any
 
 from server.core import results as r
-from server.core import views
+from server.core import review, views
 from server.core.audit import AuditAction, audit_row
-from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.models import Actor, Limits, check_text, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import operators as q
 from server.db import queries
@@ -107,8 +107,6 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
 
 async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str, feedback: str, ts: Any) -> int:
     """The next briefing version, carrying the operator's feedback after every earlier round."""
-    latest = await queries.latest_context_packet(conn, issue_id)
-    assert latest is not None  # every issue starts with version 1
     run = await q.last_run(conn, task_id)
     pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
     entry = {
@@ -120,23 +118,7 @@ async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str,
         "verdict": pack["verdict"] if pack is not None else "none",
         "at": datetime.now(UTC).isoformat(),
     }
-    version = int(latest["version"]) + 1
-    await queries.insert_context_packet(
-        conn,
-        {
-            "id": new_id(),
-            "issue_id": issue_id,
-            "version": version,
-            "summary": latest["summary"],
-            "prior_art": latest["prior_art"],
-            "files_of_interest": latest["files_of_interest"],
-            "acceptance_criteria": latest["acceptance_criteria"],
-            "data": latest["data"],
-            "review_feedback": [*(latest["review_feedback"] or []), entry],
-            "created_at": ts,
-        },
-    )
-    return version
+    return await review.append_feedback(conn, issue_id, entry, ts)
 
 
 async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) -> r.PrioritySet:

@@ -475,20 +475,22 @@ async def _feedback_packet(
     ts: ColumnElement[datetime],
 ) -> int:
     """needs_changes: the next briefing version carries every piece of feedback so far."""
+    entry = {
+        "decision": choice.value,
+        "reason": reason,
+        "reviewer": reviewer["actor_id"],  # the principal; the name it chose is only self-reported
+        "reviewer_name": reviewer["name"],
+        "run_id": run["id"],
+        "verdict": pack["verdict"],
+        "at": datetime.now(UTC).isoformat(),
+    }
+    return await append_feedback(conn, issue_id, entry, ts)
+
+
+async def append_feedback(conn: AsyncConnection, issue_id: str, entry: dict[str, Any], ts: Any) -> int:
+    """A new briefing version: the latest one's parts, its review feedback and `entry` after it. Its number."""
     latest = await queries.latest_context_packet(conn, issue_id)
     assert latest is not None  # every issue starts with version 1
-    feedback = list(latest["review_feedback"] or [])
-    feedback.append(
-        {
-            "decision": choice.value,
-            "reason": reason,
-            "reviewer": reviewer["actor_id"],  # the principal; the name it chose is only self-reported
-            "reviewer_name": reviewer["name"],
-            "run_id": run["id"],
-            "verdict": pack["verdict"],
-            "at": datetime.now(UTC).isoformat(),
-        }
-    )
     version = int(latest["version"]) + 1
     await queries.insert_context_packet(
         conn,
@@ -501,7 +503,7 @@ async def _feedback_packet(
             "files_of_interest": latest["files_of_interest"],
             "acceptance_criteria": latest["acceptance_criteria"],
             "data": latest["data"],
-            "review_feedback": feedback,
+            "review_feedback": [*(latest["review_feedback"] or []), entry],
             "created_at": ts,
         },
     )

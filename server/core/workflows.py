@@ -25,6 +25,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from server.core import dag
 from server.errors import ErrorCode, JctError
 
 log = logging.getLogger("jct.workflows")
@@ -254,7 +255,7 @@ def _meaning(data: dict[str, Any], line_of: Any) -> Iterator[tuple[int, str]]:
                     jsonschema.Draft202012Validator.check_schema(output["schema"])
                 except jsonschema.SchemaError as exc:
                     yield line_of(("steps", n, "outputs", o, "schema")), f"schema is not a JSON Schema: {exc.message}"
-    cycle = _cycle({step["id"]: [d for d in step.get("depends_on", []) if d in ids] for step in steps})
+    cycle = dag.cycle({step["id"]: [d for d in step.get("depends_on", []) if d in ids] for step in steps})
     if cycle:
         yield line_of(("steps", ids[cycle[0]], "depends_on")), f"depends_on has a cycle: {' -> '.join(cycle)}"
 
@@ -265,28 +266,6 @@ def _texts(step: Mapping[str, Any]) -> Iterator[tuple[Path_, str]]:
             yield (key,), step[key]
     for n, criterion in enumerate(step.get("acceptance_criteria", [])):
         yield ("acceptance_criteria", n), criterion
-
-
-def _cycle(graph: Mapping[str, Sequence[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(key: str) -> list[str] | None:
-        state[key] = 1
-        path.append(key)
-        for dep in graph.get(key, ()):
-            if state.get(dep) == 1:
-                return [*path[path.index(dep) :], dep]
-            if dep not in state and (found := visit(dep)):
-                return found
-        path.pop()
-        state[key] = 2
-        return None
-
-    for key in graph:
-        if key not in state and (found := visit(key)):
-            return found
-    return None
 
 
 def levels(steps: Sequence[Mapping[str, Any]]) -> dict[str, int]:
