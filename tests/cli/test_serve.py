@@ -71,15 +71,26 @@ async def test_stdio_writes_only_protocol_messages_to_stdout(tmp_path: Path) -> 
         assert process.stdin is not None
         assert process.stdout is not None
         assert process.stderr is not None
+        errors: list[bytes] = []
+
+        async def drain_stderr() -> None:
+            # Read stderr as it comes: at DEBUG a start writes far more than a pipe holds, and a full pipe
+            # would stop the server mid-start.
+            assert process.stderr is not None
+            async for chunk in process.stderr:
+                errors.append(chunk)
+
         with anyio.fail_after(60):
-            await process.stdin.send(json.dumps(initialize).encode() + b"\n")
-            received = b""
-            while b"\n" not in received:
-                received += await process.stdout.receive()
-            await process.stdin.aclose()
-            async for chunk in process.stdout:
-                received += chunk
-            stderr = b"".join([chunk async for chunk in process.stderr]).decode()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain_stderr)
+                await process.stdin.send(json.dumps(initialize).encode() + b"\n")
+                received = b""
+                while b"\n" not in received:
+                    received += await process.stdout.receive()
+                await process.stdin.aclose()
+                async for chunk in process.stdout:
+                    received += chunk
+            stderr = b"".join(errors).decode()
             assert await process.wait() == 0, stderr
     finally:
         if process.returncode is None:

@@ -243,7 +243,9 @@ async def test_release_gives_the_claim_back_without_spending_an_attempt(core: Co
     assert (await run_row(core, claim.run_id))["status"] == "released"
     assert await count(core, "issues", id=task["issue_id"], status="ready") == 1
     again = await queue.claim_next(core, BOB)
-    assert (again.task_id, again.attempt) == (task_id, 1)
+    # The second run of the task (a run's attempt is its number among its task's runs); attempts spent: none.
+    assert (again.task_id, again.attempt) == (task_id, 2)
+    assert (await task_row(core, task_id))["attempts"] == 0
     # The released run has ended: its agent cannot report on it any more.
     with pytest.raises(JctError) as err:
         await work.report_progress(core, ALICE, task_id, message="back again")

@@ -259,5 +259,5 @@ async def test_a_task_jct_cannot_read_keeps_the_pasted_diff_rule(connect: Client
             client, "jct_report_artifact", task_id=task_id, title="d", artifact_type="code_patch", content=PARTIAL_DIFF
         )
         result = await complete(client, task_id)
-    assert result["run"]["files_changed"] is None
+    assert "files_changed" not in result["run"]  # results leave out what is null
     assert scope_of(result["evidence"])["passed"] is True
