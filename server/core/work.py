@@ -7,7 +7,7 @@ run must be the task's active run with a live lease. Passing it renews the lease
 from __future__ import annotations
 
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from sqlalchemy import RowMapping
@@ -25,7 +25,6 @@ from server.errors import ErrorCode, JctError, invalid
 from server.vocab import ArtifactType, EntityKind, EventKind, IssueStatus, RunStatus, TaskStatus
 
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
-PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
 R = TypeVar("R")
 
 
@@ -236,15 +235,19 @@ async def report_progress(
             event_id=0, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
         )
         writes: list[changes.Write] = [changes.insert_run_event(event), changes.insert_audit(audit)]
+        # One update of the run at most: PostgreSQL runs the writes as one statement, in which a row is
+        # updated once.
+        run_values: dict[str, Any] = {}
         if spent:
             # Summed on the run under the fence's row lock, so two reports cannot lose one another.
-            total = usage.add(run.get("telemetry"), spent)
-            writes.append(changes.update_run(run["id"], {"telemetry": total}, status_in=(RunStatus.RUNNING,)))
+            run_values["telemetry"] = usage.add(run.get("telemetry"), spent)
             if rows := usage.totals_rows(spent):
                 writes.append(changes.insert_telemetry_deltas(rows))
         if events.needs_a_person(event_kind, checked):
             # Only a person lifts it: the run is never approved automatically (server/core/review.py).
-            writes.append(changes.update_run(run["id"], {"requires_human": True}, status_in=(RunStatus.RUNNING,)))
+            run_values["requires_human"] = True
+        if run_values:
+            writes.append(changes.update_run(run["id"], run_values, status_in=(RunStatus.RUNNING,)))
         return writes, reported
 
     changed = await fenced_change(core, fence, decide)

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp_types import TextResourceContents
+from sqlalchemy import select
 
 from server.core import queue
 from server.core.service import Core
+from server.db import tables
 from tests.tools.conftest import ClientFactory, error, ok
 
 pytestmark = pytest.mark.anyio
@@ -109,3 +111,26 @@ async def test_bad_progress_telemetry_is_refused_and_changes_nothing(
         events = run.get("events") or []
         assert all(e["message"] != "b" for e in events)
         assert (await ok(client, "jct_queue_stats"))["telemetry_totals"]["tokens_input"] == 7
+
+
+async def test_one_report_with_telemetry_and_a_human_blocker_keeps_both(connect: ClientFactory, core: Core) -> None:
+    """Both change the run: they are one update of it (PostgreSQL runs a change's writes as one statement,
+    in which a row is updated once), so neither the sum nor the hold is lost."""
+    async with connect() as client:
+        claim = await claimed(client)
+        task_id, run_id = claim["task_id"], claim["run_id"]
+        await ok(
+            client,
+            "jct_report_progress",
+            task_id=task_id,
+            run_id=run_id,
+            message="Needs a production key",
+            kind="blocker",
+            data={"requires_human": True},
+            telemetry={"tokens_input": 700},
+        )
+        run = (await ok(client, "jct_get_run", run_id=run_id))["run"]
+    assert run["telemetry"] == {"tokens_input": 700}
+    async with core.db.read() as conn:
+        held = (await conn.execute(select(tables.runs.c.requires_human).where(tables.runs.c.id == run_id))).scalar()
+    assert held is True
