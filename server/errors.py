@@ -71,3 +71,7 @@ class JctError(Exception):
 
 def invalid(message: str, suggestion: str = "Fix the argument and call again.") -> JctError:
     return JctError(ErrorCode.INVALID_ARGUMENT, message, suggestion)
+
+
+def task_not_found(task_id: str, suggestion: str = "Use jct_list_tasks to find tasks.") -> JctError:
+    return JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", suggestion)

@@ -120,8 +120,9 @@ class JctServer(MCPServer[Any]):
         try:
             with self.metrics.tool_call(name if known else "unknown") as outcome:
                 result = await self._call_tool(name, arguments, context, known=known)
-                outcome(_outcome(result))
-                if _outcome(result) == "ok":
+                code = _outcome(result)
+                outcome(code)
+                if code == "ok":
                     self.failures.recovered(name)
                 return result
         finally:

@@ -13,7 +13,7 @@ from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.db import missions as q
 from server.db import queries
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import invalid, task_not_found
 from server.vocab import EntityKind, IssueStatus, MissionStatus, RunStatus, TaskStatus
 
 CANCEL_ROUNDS = 5
@@ -41,7 +41,7 @@ async def cancel_in(conn: AsyncConnection, actor: Actor, task_id: str, reason: s
         cancelled_runs += await queries.cancel_running_runs(conn, task_id, ts)
         before = await queries.get_task(conn, task_id)
         if before is None:
-            raise JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id.")
+            raise task_not_found(task_id, "Check the task_id.")
         task = await queries.cancel_task_row(
             conn,
             task_id,

@@ -12,7 +12,7 @@ from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import missions, queries
 from server.db.claims import DECISIONS_SHOWN
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import EntityKind
 
 RUN_EVENTS_SHOWN = 50
@@ -32,9 +32,7 @@ async def get_context(core: Core, task_id: str) -> results.TaskContext:
     async with core.db.read() as conn:
         task = await queries.get_task(conn, task_id)
         if task is None:
-            raise JctError(
-                ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id you were given."
-            )
+            raise task_not_found(task_id, "Check the task_id you were given.")
         issue = packet = None
         doctrine: list[results.DoctrineRef] = []
         if task["issue_id"] is not None:
@@ -75,9 +73,7 @@ async def get_task(core: Core, task_id: str) -> results.TaskView:
     async with core.db.read() as conn:
         task = await queries.get_task(conn, task_id)
         if task is None:
-            raise JctError(
-                ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Use jct_list_tasks to find tasks."
-            )
+            raise task_not_found(task_id)
         runs = await queries.runs_of_task(conn, task_id, RUNS_SHOWN)
     return results.TaskView(task=views.task_detail(task), runs=[views.run_summary(run) for run in runs])
 

@@ -19,7 +19,7 @@ from server.core.models import Actor, Limits, check_text, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import operators as q
 from server.db import queries
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import invalid, task_not_found
 from server.vocab import EntityKind, IssueStatus, MissionStatus, Priority, TaskStatus
 
 # What can be requeued: ended without approval (a review rejection leaves the task failed).
@@ -29,10 +29,6 @@ REPRIORITISABLE = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
 CLAIMS_SHOWN = 10  # per agent, soonest lease end first
 AGENTS_SHOWN = 200
 RUNNING_SCANNED = 2000
-
-
-def _not_found(task_id: str) -> JctError:
-    return JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Use jct_list_tasks to find tasks.")
 
 
 async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feedback: str | None = None) -> r.Requeued:
@@ -46,7 +42,7 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
     async with core.db.write() as conn:
         task = await queries.get_task(conn, task_id)
         if task is None:
-            raise _not_found(task_id)
+            raise task_not_found(task_id)
         if task["status"] not in REQUEUABLE:
             raise invalid(
                 f"Task {task_id} is {task['status']}; only failed, cancelled or rejected tasks can be requeued.",
@@ -128,7 +124,7 @@ async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) ->
     async with core.db.write() as conn:
         task = await queries.get_task(conn, task_id)
         if task is None:
-            raise _not_found(task_id)
+            raise task_not_found(task_id)
         if task["status"] not in REPRIORITISABLE or not await q.set_priority(
             conn, task_id, chosen.value, [task["status"]]
         ):

@@ -13,7 +13,7 @@ from server.core import results as r
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import claims, counts, listing, queries
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import Operation, Priority, ReviewState, TaskStatus
 
 LISTABLE_STATUSES = (*(status.value for status in TaskStatus), "all")
@@ -69,19 +69,13 @@ async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
             if task is not None and task["status"] == TaskStatus.BLOCKED:
                 raise await graph.blocked(conn, task)
         if task is None:
-            raise JctError(
-                ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Use jct_list_tasks to find queued tasks."
-            )
+            raise task_not_found(task_id, "Use jct_list_tasks to find queued tasks.")
         raise JctError(
             ErrorCode.TASK_ALREADY_CLAIMED,
             f"Task {task_id} is no longer queued (current status: {task['status']}).",
             "Use jct_claim_next or jct_list_tasks to find another available task.",
         )
-    fields = _claim_fields(claimed)
-    fields["base_commit"] = await verified.record_base(
-        core, fields["run_id"], claimed["target_repo"], claimed["target_ref"]
-    )
-    return r.Claim(**fields)
+    return r.Claim(**await _claimed(core, claimed))
 
 
 async def claim_next(
@@ -93,11 +87,7 @@ async def claim_next(
     claimed = await _claim(core, actor, operation=op, repo_prefix=repo_prefix)
     if claimed is None:
         return r.ClaimNext(claimed=False)
-    fields = _claim_fields(claimed)
-    fields["base_commit"] = await verified.record_base(
-        core, fields["run_id"], claimed["target_repo"], claimed["target_ref"]
-    )
-    return r.ClaimNext(claimed=True, **fields)
+    return r.ClaimNext(claimed=True, **await _claimed(core, claimed))
 
 
 async def _claim(
@@ -145,6 +135,15 @@ async def _check_claim_cap(core: Core, conn: AsyncConnection, actor: Actor) -> N
             f"You already hold {held} claims; the limit per agent is {cap} (JCT_MAX_CLAIMS_PER_AGENT).",
             "Complete or release one of your claimed tasks (jct_complete_task / jct_release_task), then claim again.",
         )
+
+
+async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
+    """What a claim returns: the claimed row's fields, and the base commit it recorded (a verifiable task)."""
+    fields = _claim_fields(claimed)
+    fields["base_commit"] = await verified.record_base(
+        core, fields["run_id"], claimed["target_repo"], claimed["target_ref"]
+    )
+    return fields
 
 
 def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:

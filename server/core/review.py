@@ -140,17 +140,7 @@ def settle_completion(
     ]
     if task["issue_id"] is not None:
         writes.append(changes.update_issue(task["issue_id"], {"status": issue_status, "updated_at": ts}))
-        audit.append(
-            audit_row(
-                actor,
-                AuditAction.issue_moved(issue_status),
-                EntityKind.ISSUE,
-                task["issue_id"],
-                None,
-                {"status": issue_status},
-                trace,
-            )
-        )
+        audit.append(_issue_moved(actor, task["issue_id"], issue_status, trace))
     review_id = None
     if auto:
         review_id = new_id()
@@ -367,17 +357,7 @@ async def submit_review(
         )
         if task["issue_id"] is not None:
             await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
-            audit.append(
-                audit_row(
-                    actor,
-                    AuditAction.issue_moved(issue_status),
-                    EntityKind.ISSUE,
-                    task["issue_id"],
-                    None,
-                    {"status": issue_status},
-                    trace,
-                )
-            )
+            audit.append(_issue_moved(actor, task["issue_id"], issue_status, trace))
         await queries.insert_audit(conn, audit)
     return results.ReviewSubmitted(
         review_id=review_id,
@@ -442,17 +422,7 @@ async def _override_exhausted(
     ]
     if task["issue_id"] is not None:
         await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.DONE, "updated_at": ts})
-        audit.append(
-            audit_row(
-                actor,
-                AuditAction.ISSUE_DONE,
-                EntityKind.ISSUE,
-                task["issue_id"],
-                None,
-                {"status": IssueStatus.DONE},
-                trace,
-            )
-        )
+        audit.append(_issue_moved(actor, task["issue_id"], IssueStatus.DONE, trace))
     await queries.insert_audit(conn, audit)
     await missions.approved(core, conn, actor, task["id"])
     return results.ReviewSubmitted(
@@ -508,3 +478,9 @@ async def append_feedback(conn: AsyncConnection, issue_id: str, entry: dict[str,
         },
     )
     return version
+
+
+def _issue_moved(actor: Actor, issue_id: str, status: IssueStatus, trace: str) -> dict[str, Any]:
+    """The audit row of an issue following its task's review."""
+    moved = AuditAction.issue_moved(status)
+    return audit_row(actor, moved, EntityKind.ISSUE, issue_id, None, {"status": status}, trace)

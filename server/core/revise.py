@@ -16,7 +16,7 @@ from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_id
 from server.core.service import Core
 from server.db import queries
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import EntityKind, TaskStatus
 
 ENDED = (TaskStatus.CANCELLED, TaskStatus.FAILED)
@@ -60,7 +60,7 @@ async def revise_briefing(
     async with core.db.write() as conn:
         task = await queries.get_task(conn, task_id)
         if task is None:
-            raise JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id.")
+            raise task_not_found(task_id, "Check the task_id.")
         if not actor.admin and task["requested_by"] != actor.actor_id:
             raise JctError(
                 ErrorCode.PERMISSION_DENIED,
