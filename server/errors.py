@@ -39,6 +39,21 @@ class ErrorCode(StrEnum):
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
+# The codes that say "no such record": a page or resource answers them as not found. (COMMIT_NOT_FOUND is
+# about what an agent reported, not about the page asked for.)
+NOT_FOUND: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.TASK_NOT_FOUND,
+        ErrorCode.RUN_NOT_FOUND,
+        ErrorCode.EVIDENCE_PACK_NOT_FOUND,
+        ErrorCode.ARTIFACT_NOT_FOUND,
+        ErrorCode.MISSION_NOT_FOUND,
+        ErrorCode.WORKFLOW_NOT_FOUND,
+        ErrorCode.DOCTRINE_NOT_FOUND,
+    }
+)
+
+
 class RpcCode(IntEnum):
     """JSON-RPC error codes JCT answers with outside a tool result: its front door's refusals, and resources
     and prompts that cannot be read while the world fails. In the band MCP leaves to implementations

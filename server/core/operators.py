@@ -17,6 +17,7 @@ from server.core import review, views
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.db import missions as mission_rows
 from server.db import operators as q
 from server.db import queries
 from server.errors import invalid, task_not_found
@@ -49,7 +50,8 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
                 "Cancel running work first (jct_cancel_task); use jct_set_priority to move queued work.",
             )
         if task["mission_id"] is not None:
-            mission = await q.mission_status(conn, task["mission_id"])
+            row = await mission_rows.get_mission(conn, task["mission_id"])
+            mission = str(row["status"]) if row is not None else None
             if mission != MissionStatus.ACTIVE:
                 raise invalid(
                     f"Task {task_id} belongs to mission {task['mission_id']}, which is {mission}.",
@@ -103,7 +105,7 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
 
 async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str, feedback: str, ts: Any) -> int:
     """The next briefing version, carrying the operator's feedback after every earlier round."""
-    run = await q.last_run(conn, task_id)
+    run = next(iter(await queries.runs_of_task(conn, task_id, 1)), None)
     pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
     entry = {
         "decision": "requeued",
@@ -125,8 +127,9 @@ async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) ->
         task = await queries.get_task(conn, task_id)
         if task is None:
             raise task_not_found(task_id)
-        if task["status"] not in REPRIORITISABLE or not await q.set_priority(
-            conn, task_id, chosen.value, [task["status"]]
+        if (
+            task["status"] not in REPRIORITISABLE
+            or await queries.update_task(conn, task_id, {"priority": chosen.value}, status_in=[task["status"]]) is None
         ):
             raise invalid(
                 f"Task {task_id} is {task['status']}; only queued, blocked or running tasks have a priority to set.",

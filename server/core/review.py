@@ -459,24 +459,36 @@ async def _feedback_packet(
 
 async def append_feedback(conn: AsyncConnection, issue_id: str, entry: dict[str, Any], ts: Any) -> int:
     """A new briefing version: the latest one's parts, its review feedback and `entry` after it. Its number."""
+    return await new_briefing_version(conn, issue_id, ts, feedback=entry)
+
+
+async def new_briefing_version(
+    conn: AsyncConnection,
+    issue_id: str,
+    ts: Any,
+    *,
+    changes: dict[str, Any] | None = None,
+    feedback: dict[str, Any] | None = None,
+) -> int:
+    """The issue's next briefing version: the latest one's parts with `changes` over them, and `feedback` after
+    its review feedback. Its number (a concurrent new version makes the insert fail on the version's key)."""
     latest = await queries.latest_context_packet(conn, issue_id)
     assert latest is not None  # every issue starts with version 1
     version = int(latest["version"]) + 1
-    await queries.insert_context_packet(
-        conn,
-        {
-            "id": new_id(),
-            "issue_id": issue_id,
-            "version": version,
-            "summary": latest["summary"],
-            "prior_art": latest["prior_art"],
-            "files_of_interest": latest["files_of_interest"],
-            "acceptance_criteria": latest["acceptance_criteria"],
-            "data": latest["data"],
-            "review_feedback": [*(latest["review_feedback"] or []), entry],
-            "created_at": ts,
-        },
-    )
+    earlier = list(latest["review_feedback"] or [])
+    packet = {
+        "id": new_id(),
+        "issue_id": issue_id,
+        "version": version,
+        "summary": latest["summary"],
+        "prior_art": latest["prior_art"],
+        "files_of_interest": latest["files_of_interest"],
+        "acceptance_criteria": latest["acceptance_criteria"],
+        "data": latest["data"],
+        "review_feedback": [*earlier, feedback] if feedback is not None else latest["review_feedback"],
+        "created_at": ts,
+    }
+    await queries.insert_context_packet(conn, packet | (changes or {}))
     return version
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from server.core import intake
+from server.core import intake, review, views
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
-from server.core.models import Actor, Limits, check_text, new_id, parse_id
+from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid, task_not_found
@@ -72,24 +72,9 @@ async def revise_briefing(
                 f"Task {task_id} is {task['status']}" + (" and has no briefing." if task["issue_id"] is None else "."),
                 "Revise the briefing of a task that is still open (queued, blocked, running or in review).",
             )
-        latest = await queries.latest_context_packet(conn, task["issue_id"])
-        assert latest is not None  # every issue starts with version 1
-        packet = {
-            "id": new_id(),
-            "issue_id": task["issue_id"],
-            "version": int(latest["version"]) + 1,
-            "summary": latest["summary"],
-            "prior_art": latest["prior_art"],
-            "files_of_interest": latest["files_of_interest"],
-            "acceptance_criteria": latest["acceptance_criteria"],
-            "data": latest["data"],
-            "review_feedback": latest["review_feedback"],
-            "created_at": ts,
-        } | changes
-        after = {"version": packet["version"], "revised": sorted(changes)}
         try:
             async with conn.begin_nested():
-                await queries.insert_context_packet(conn, packet)
+                version = await review.new_briefing_version(conn, task["issue_id"], ts, changes=changes)
         except IntegrityError:
             raise JctError(
                 ErrorCode.INVALID_ARGUMENT,
@@ -97,10 +82,13 @@ async def revise_briefing(
                 "nothing was changed.",
                 "Read it again with jct_get_context and revise that version.",
             ) from None
+        after = {"version": version, "revised": sorted(changes)}
         audit = audit_row(
             actor, AuditAction.BRIEFING_REVISED, EntityKind.ISSUE, task["issue_id"], None, after, task["trace_id"]
         )
         await queries.insert_audit(conn, [audit])
         stored = await queries.latest_context_packet(conn, task["issue_id"])
     assert stored is not None
-    return r.ContextPacket.model_validate({**stored, "review_feedback": stored["review_feedback"] or []})
+    packet = views.context_packet(stored)
+    assert packet is not None
+    return packet

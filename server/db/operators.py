@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, RowMapping, and_, case, func, select, union, update
+from sqlalchemy import ColumnElement, RowMapping, and_, case, func, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
@@ -18,27 +18,6 @@ async def clock(conn: AsyncConnection, now: ColumnElement[datetime]) -> datetime
     moment = (await conn.execute(select(now))).scalar_one()
     assert isinstance(moment, datetime)
     return moment
-
-
-async def set_priority(conn: AsyncConnection, task_id: str, priority: str, status_in: Sequence[str]) -> bool:
-    query = (
-        update(t.tasks)
-        .where(t.tasks.c.id == task_id, t.tasks.c.status.in_(list(status_in)))
-        .values(priority=priority)
-        .returning(t.tasks.c.id)
-    )
-    return (await conn.execute(query)).first() is not None
-
-
-async def last_run(conn: AsyncConnection, task_id: str) -> RowMapping | None:
-    query = select(t.runs).where(t.runs.c.task_id == task_id).order_by(t.runs.c.started_at.desc()).limit(1)
-    return (await conn.execute(query)).mappings().first()
-
-
-async def mission_status(conn: AsyncConnection, mission_id: str) -> str | None:
-    query = select(t.missions.c.status).where(t.missions.c.id == mission_id)
-    found = (await conn.execute(query)).scalar_one_or_none()
-    return str(found) if found is not None else None
 
 
 # --- agents ----------------------------------------------------------------------------------

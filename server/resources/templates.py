@@ -16,7 +16,7 @@ from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRe
 from server import sdk, uris
 from server.core import catalog, doctrine, history, mission_status, pages, queue, review
 from server.core.service import Core
-from server.errors import ErrorCode, JctError
+from server.errors import NOT_FOUND, ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
 from server.resources import briefing, mission_page, render, workflow_page
 from server.vocab import EntityKind
@@ -47,16 +47,7 @@ COMPLETERS: dict[str, tuple[str, EntityKind]] = {
 }
 
 # A malformed id is as absent as an unknown one: both are the client's resource-not-found.
-_NOT_FOUND = {
-    ErrorCode.INVALID_ARGUMENT,
-    ErrorCode.TASK_NOT_FOUND,
-    ErrorCode.RUN_NOT_FOUND,
-    ErrorCode.EVIDENCE_PACK_NOT_FOUND,
-    ErrorCode.ARTIFACT_NOT_FOUND,
-    ErrorCode.MISSION_NOT_FOUND,
-    ErrorCode.WORKFLOW_NOT_FOUND,
-    ErrorCode.DOCTRINE_NOT_FOUND,
-}
+_NOT_FOUND = NOT_FOUND | {ErrorCode.INVALID_ARGUMENT}
 
 T = TypeVar("T")
 

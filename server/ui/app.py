@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from server.core import cancel, mission_status, observe, operators, queue, review
 from server.core.service import Core
-from server.errors import ErrorCode, JctError
+from server.errors import NOT_FOUND, ErrorCode, JctError
 from server.failures import world_failure
 from server.notify.hub import NotificationHub
 from server.sessions import Sessions
@@ -38,13 +38,6 @@ MAX_FORM_BYTES = 64 * 1024
 HEARTBEAT_SECONDS = 15.0
 FLOW_CACHE_SECONDS = 5.0
 PAGE = 25
-NOT_FOUND = {
-    ErrorCode.TASK_NOT_FOUND,
-    ErrorCode.RUN_NOT_FOUND,
-    ErrorCode.EVIDENCE_PACK_NOT_FOUND,
-    ErrorCode.ARTIFACT_NOT_FOUND,
-    ErrorCode.MISSION_NOT_FOUND,
-}
 STATUSES = ("queued", "blocked", "running", "completed", "failed", "cancelled", "all")
 OPERATIONS = ("code_change", "docs", "analysis", "ops")
 PRIORITIES = ("P0", "P1", "P2", "P3", "P4")
