@@ -174,6 +174,7 @@ RUN_COLUMNS = (
     "summary",
     "failure",
     "artifact_root_uri",
+    "budget_ends_at",
 )
 PACK_COLUMNS = (
     "id",
@@ -406,6 +407,7 @@ class Rows:
                     "Done." if status == "completed" else None,
                     J_FAILURE if status == "failed" else None,
                     f"file:///tmp/jct/{run_id}",
+                    time(at_time + timedelta(minutes=1, seconds=3600)),
                 )
             )
             if status == "completed":

@@ -29,7 +29,6 @@ REQUEUABLE = (TaskStatus.FAILED, TaskStatus.CANCELLED)
 REPRIORITISABLE = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
 CLAIMS_SHOWN = 10  # per agent, soonest lease end first
 AGENTS_SHOWN = 200
-RUNNING_SCANNED = 2000
 
 
 async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feedback: str | None = None) -> r.Requeued:
@@ -156,18 +155,15 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
     async with core.db.read() as conn:
         now = await q.clock(conn, core.now())
         totals = await q.agent_totals(conn, now - timedelta(seconds=active_within_seconds), AGENTS_SHOWN)
-        claims = await q.running_claims(conn, [row["agent"] for row in totals]) if totals else []
-    held: dict[str, list[r.HeldClaim]] = {}
-    counted: dict[str, int] = {}
-    renewed: dict[str, datetime] = {}
-    for claim in claims:
-        counted[claim["agent"]] = counted.get(claim["agent"], 0) + 1
-        if claim["lease_expires_at"] is not None:
-            last = claim["lease_expires_at"] - lease
-            renewed[claim["agent"]] = max(last, renewed.get(claim["agent"], last))
-        if counted[claim["agent"]] > CLAIMS_SHOWN:
-            continue
-        held.setdefault(claim["agent"], []).append(
+        names = [row["agent"] for row in totals]
+        held = await q.claims_held(conn, names) if names else []
+        soonest = await q.soonest_claims(conn, names, CLAIMS_SHOWN) if names else []
+    counted = {row["agent"]: int(row["held"]) for row in held}
+    # A lease is renewed to a full lease on every call: the latest end, less a lease, is the agent's last call.
+    renewed = {row["agent"]: row["last_lease_end"] - lease for row in held if row["last_lease_end"] is not None}
+    claims: dict[str, list[r.HeldClaim]] = {}
+    for claim in soonest:
+        claims.setdefault(claim["agent"], []).append(
             r.HeldClaim(
                 task_id=claim["task_id"],
                 run_id=claim["run_id"],
@@ -183,7 +179,7 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
                 agent=row["agent"],
                 principal=row["principal"] or row["agent"],
                 claims_held=counted.get(row["agent"], 0),
-                claims=held.get(row["agent"], []),
+                claims=claims.get(row["agent"], []),
                 last_seen=max(seen) if seen else None,
                 done=int(row["done"] or 0),
                 failed=int(row["failed"] or 0),
@@ -201,40 +197,28 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
     silent = timedelta(seconds=core.settings.stuck_after_seconds)
     async with core.db.read() as conn:
         now = await q.clock(conn, core.now())
-        running = await q.running_runs(conn, RUNNING_SCANNED)
+        running = await q.stuck_runs(conn, now, now - silent, limit)
         humans = await q.human_blocked_reviews(conn, limit)
         failed = await q.failed_dependencies(conn, limit)
-    # Classify every running run first (cheap), then describe only the items shown, most urgent kinds first.
-    found: dict[str, list[tuple[Any, datetime]]] = {kind: [] for kind in RUNNING_KINDS}
+    by_kind: dict[str, list[Any]] = {kind: [] for kind in q.STUCK_RUN_KINDS}
     for run in running:
-        lease_end = run["lease_expires_at"]
-        budget_end = run["started_at"] + timedelta(seconds=int(run["time_budget_seconds"]))
-        last = max(run["started_at"], run["last_event"]) if run["last_event"] else run["started_at"]
-        if lease_end is not None and lease_end <= now:
-            found["lease_overdue"].append((run, lease_end))
-        elif run["requires_human"]:
-            found["human_blocker"].append((run, last))
-        elif budget_end <= now:
-            found["over_budget"].append((run, budget_end))
-        elif now - last >= silent:
-            found["no_progress"].append((run, last))
+        by_kind[q.STUCK_RUN_KINDS[run["kind"]]].append(run)
 
     def described() -> Iterator[r.StuckItem]:
         for kind in ("lease_overdue", "human_blocker"):
-            yield from (_running_item(kind, run, since, now) for run, since in found[kind])
+            yield from (_running_item(kind, run, now) for run in by_kind[kind])
         yield from (_human_item(pack) for pack in humans)
         for kind in ("over_budget", "no_progress"):
-            yield from (_running_item(kind, run, since, now) for run, since in found[kind])
+            yield from (_running_item(kind, run, now) for run in by_kind[kind])
         yield from (_dependency_item(row) for row in failed)
 
     items = list(islice(described(), limit))
     return r.StuckList(items=items, count=len(items))
 
 
-RUNNING_KINDS = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
-
-
-def _running_item(kind: str, run: Any, since: datetime, now: datetime) -> r.StuckItem:
+def _running_item(kind: str, run: Any, now: datetime) -> r.StuckItem:
+    # Since when: the lease's end, the budget's end, or the last sign of life.
+    since = {"lease_overdue": run["lease_expires_at"], "over_budget": run["budget_ends_at"]}.get(kind, run["last"])
     base = {"task_id": run["task_id"], "objective": _clip(run["objective"], 200), "run_id": run["run_id"]}
     match kind:
         case "lease_overdue":

@@ -94,11 +94,12 @@ run AS (
     -- needs_changes round or an expiry), the number its page shows.
     -- It records who claimed: the agent, its principal and its connection (the fence checks them).
     INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, attempt,
-                      lease_expires_at, started_at, artifact_root_uri)
+                      lease_expires_at, started_at, budget_ends_at, artifact_root_uri)
     SELECT :run_id, claimed.id, claimed.issue_id, 'agent', CAST(:executor AS jsonb), :actor_id, :principal,
            CAST(:claim_session AS varchar), 'running',
            CAST((SELECT count(*) FROM runs prior WHERE prior.task_id = claimed.id) + 1 AS integer),
-           now() + make_interval(secs => :lease_seconds), now(), :artifact_root_uri
+           now() + make_interval(secs => :lease_seconds), now(),
+           now() + make_interval(secs => claimed.time_budget_seconds), :artifact_root_uri
     FROM claimed
     RETURNING lease_expires_at, attempt
 ),
@@ -235,8 +236,8 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
     attempt = int(db.execute("SELECT count(*) FROM runs WHERE task_id = ?", (claimed["id"],)).fetchone()[0]) + 1
     db.execute(
         "INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, "
-        "attempt, lease_expires_at, started_at, artifact_root_uri) "
-        "VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+        "attempt, lease_expires_at, started_at, budget_ends_at, artifact_root_uri) "
+        "VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
         (
             req.run_id,
             claimed["id"],
@@ -248,6 +249,7 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
             attempt,
             sqlite_time(lease_expires_at),
             stamp,
+            sqlite_time(now + timedelta(seconds=int(claimed["time_budget_seconds"]))),
             req.artifact_root_uri,
         ),
     )

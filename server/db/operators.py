@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
+from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, and_, case, func, select, union
+from sqlalchemy import ColumnElement, Integer, RowMapping, Select, and_, bindparam, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
 from server.db import tables as t
-from server.vocab import ReviewState, RunStatus, TaskStatus
+from server.db.types import UTCDateTime
+from server.vocab import MissionStatus, ReviewState, RunStatus, TaskStatus
 
 
 async def clock(conn: AsyncConnection, now: ColumnElement[datetime]) -> datetime:
@@ -25,13 +28,9 @@ async def clock(conn: AsyncConnection, now: ColumnElement[datetime]) -> datetime
 
 async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Sequence[RowMapping]:
     """Per agent with a run started since `since` or still running: its principal, runs done and failed, last
-    start and end, most recently started first (ix_runs_started_at, ix_runs_status_lease_expires_at)."""
+    start and end, most recently started first. The OR is two index scans joined in a bitmap (PostgreSQL) or a
+    multi-index OR (SQLite): ix_runs_started_at and ix_runs_status_lease_expires_at, never every run."""
     runs = t.runs.c
-    # Two index walks (ix_runs_started_at, ix_runs_status_lease_expires_at) rather than an OR, which would
-    # read every run ever made.
-    recent = union(
-        select(runs.id).where(runs.started_at >= since), select(runs.id).where(runs.status == RunStatus.RUNNING)
-    ).subquery()
     query = (
         select(
             runs.actor_id.label("agent"),
@@ -41,7 +40,7 @@ async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Se
             func.max(runs.started_at).label("last_started"),
             func.max(runs.ended_at).label("last_ended"),
         )
-        .where(runs.id.in_(select(recent.c.id)))
+        .where(or_(runs.started_at >= since, runs.status == RunStatus.RUNNING))
         .group_by(runs.actor_id)
         .order_by(func.max(runs.started_at).desc())
         .limit(limit)
@@ -50,55 +49,124 @@ async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Se
     return rows
 
 
-async def running_claims(conn: AsyncConnection, agents: Sequence[str]) -> Sequence[RowMapping]:
-    """The running runs of these agents, with their task's objective, soonest lease end first."""
+async def claims_held(conn: AsyncConnection, agents: Sequence[str]) -> Sequence[RowMapping]:
+    """Per agent, how many runs it holds and the latest end of their leases (read from the runs alone)."""
+    runs = t.runs.c
     query = (
         select(
-            t.runs.c.actor_id.label("agent"),
-            t.runs.c.id.label("run_id"),
-            t.runs.c.task_id,
-            t.runs.c.lease_expires_at,
-            t.runs.c.started_at,
+            runs.actor_id.label("agent"),
+            func.count().label("held"),
+            func.max(runs.lease_expires_at).label("last_lease_end"),
+        )
+        .where(runs.status == RunStatus.RUNNING, runs.actor_id.in_(list(agents)))
+        .group_by(runs.actor_id)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+async def soonest_claims(conn: AsyncConnection, agents: Sequence[str], per_agent: int) -> Sequence[RowMapping]:
+    """Each agent's first `per_agent` running runs by lease end, with their task's objective: the tasks are read
+    for the runs shown only."""
+    runs = t.runs.c
+    ranked = (
+        select(
+            runs.actor_id,
+            runs.id,
+            runs.task_id,
+            runs.lease_expires_at,
+            func.row_number().over(partition_by=runs.actor_id, order_by=(runs.lease_expires_at, runs.id)).label("n"),
+        )
+        .where(runs.status == RunStatus.RUNNING, runs.actor_id.in_(list(agents)))
+        .subquery()
+    )
+    query = (
+        select(
+            ranked.c.actor_id.label("agent"),
+            ranked.c.id.label("run_id"),
+            ranked.c.task_id,
+            ranked.c.lease_expires_at,
             t.tasks.c.objective,
         )
-        .join(t.tasks, t.tasks.c.id == t.runs.c.task_id)
-        .where(t.runs.c.status == RunStatus.RUNNING, t.runs.c.actor_id.in_(list(agents)))
-        .order_by(t.runs.c.lease_expires_at)
+        .join(t.tasks, t.tasks.c.id == ranked.c.task_id)
+        .where(ranked.c.n <= per_agent)
+        .order_by(ranked.c.lease_expires_at, ranked.c.id)
     )
     return (await conn.execute(query)).mappings().all()
 
 
 # --- stuck work ------------------------------------------------------------------------------
 
+# Why a running run is stuck, most urgent first: the order jct_list_stuck lists them in.
+STUCK_RUN_KINDS = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
 
-async def running_runs(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
-    """Running runs with their task's budget and the time of their newest progress event, oldest first."""
-    # Per running run, its newest event (ix_run_events_run_id): never a pass over every event.
+
+async def stuck_runs(conn: AsyncConnection, now: datetime, quiet_since: datetime, limit: int) -> Sequence[RowMapping]:
+    """Running runs that are stuck, each with its kind (an index into STUCK_RUN_KINDS) and its last sign of
+    life, most urgent kind first, then oldest run first: a lease that has passed, a human blocker, a time budget
+    that has run out (budget_ends_at), or no event since `quiet_since`."""
+    params = {"now": now, "quiet_since": quiet_since, "limit": limit}
+    rows: Sequence[RowMapping] = (await conn.execute(_stuck_runs(), params)).mappings().all()
+    return rows
+
+
+@cache
+def _stuck_runs() -> Select[Any]:
+    """Built once (the dashboard asks on every page): the running runs are read from the runs alone
+    (ix_runs_status_lease_expires_at), each one's newest event in one probe (ix_run_events_run_id_created_at);
+    only the runs returned read their task."""
+    now = bindparam("now", type_=UTCDateTime)
+    runs = t.runs.c
     last_event = (
         select(func.max(t.run_events.c.created_at))
-        .where(t.run_events.c.run_id == t.runs.c.id)
+        .where(t.run_events.c.run_id == runs.id)
         .correlate(t.runs)
         .scalar_subquery()
-        .label("last_event")
     )
-    query = (
+    running = (
         select(
-            t.runs.c.id.label("run_id"),
-            t.runs.c.task_id,
-            t.runs.c.actor_id,
-            t.runs.c.started_at,
-            t.runs.c.lease_expires_at,
-            t.runs.c.requires_human,
+            runs.id,
+            runs.task_id,
+            runs.actor_id,
+            runs.started_at,
+            runs.lease_expires_at,
+            runs.budget_ends_at,
+            runs.requires_human,
+            func.coalesce(last_event, runs.started_at).label("last"),
+        )
+        .where(runs.status == RunStatus.RUNNING)
+        .subquery()
+    )
+    kind = case(
+        (running.c.lease_expires_at <= now, 0),
+        (running.c.requires_human.is_(True), 1),
+        (running.c.budget_ends_at <= now, 2),
+        (running.c.last <= bindparam("quiet_since", type_=UTCDateTime), 3),
+        else_=None,
+    )
+    judged = select(*(c for c in running.c if c.name != "requires_human"), kind.label("kind")).subquery()
+    stuck = (
+        select(judged)
+        .where(judged.c.kind.is_not(None))
+        .order_by(judged.c.kind, judged.c.started_at, judged.c.id)
+        .limit(bindparam("limit", type_=Integer))
+        .subquery()
+    )
+    return (
+        select(
+            stuck.c.id.label("run_id"),
+            stuck.c.task_id,
+            stuck.c.actor_id,
+            stuck.c.started_at,
+            stuck.c.lease_expires_at,
+            stuck.c.budget_ends_at,
+            stuck.c.kind,
+            stuck.c.last,
             t.tasks.c.objective,
             t.tasks.c.time_budget_seconds,
-            last_event,
         )
-        .join(t.tasks, t.tasks.c.id == t.runs.c.task_id)
-        .where(t.runs.c.status == RunStatus.RUNNING)
-        .order_by(t.runs.c.started_at, t.runs.c.id)
-        .limit(limit)
+        .join(t.tasks, t.tasks.c.id == stuck.c.task_id)
+        .order_by(stuck.c.kind, stuck.c.started_at, stuck.c.id)
     )
-    return (await conn.execute(query)).mappings().all()
 
 
 async def human_blocked_reviews(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
@@ -125,8 +193,11 @@ async def human_blocked_reviews(conn: AsyncConnection, limit: int) -> Sequence[R
 
 
 async def failed_dependencies(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
-    """Blocked tasks waiting for a dependency that failed or was cancelled (each pair once)."""
+    """Blocked tasks waiting for a dependency that failed or was cancelled (each pair once). Dependencies are
+    within a mission and a mission with a blocked task is active, so the walk starts from the active missions'
+    tasks (ix_missions_status_created_at_id, ix_tasks_mission_id_phase), never from every blocked task."""
     dep = aliased(t.tasks)
+    active = select(t.missions.c.id).where(t.missions.c.status == MissionStatus.ACTIVE)
     query = (
         select(
             t.tasks.c.id.label("task_id"),
@@ -135,11 +206,13 @@ async def failed_dependencies(conn: AsyncConnection, limit: int) -> Sequence[Row
             dep.c.id.label("dependency_id"),
             dep.c.status.label("dependency_status"),
         )
-        .join(t.task_dependencies, t.task_dependencies.c.task_id == t.tasks.c.id)
-        .join(dep, dep.c.id == t.task_dependencies.c.depends_on)
+        .select_from(dep)
+        .join(t.task_dependencies, t.task_dependencies.c.depends_on == dep.c.id)
+        .join(t.tasks, t.tasks.c.id == t.task_dependencies.c.task_id)
         .where(
+            dep.c.mission_id.in_(active),
+            t.ended_badly(dep),  # ix_tasks_mission_id_ended_badly
             t.tasks.c.status == TaskStatus.BLOCKED,
-            dep.c.status.in_([TaskStatus.FAILED, TaskStatus.CANCELLED]),
         )
         .order_by(t.tasks.c.queued_at, t.tasks.c.id)
         .limit(limit)
@@ -183,7 +256,8 @@ async def search_audit(
 async def recent_of_action(
     conn: AsyncConnection, action: str, before_id: int | None, limit: int
 ) -> Sequence[RowMapping]:
-    """One page of an action's audit rows (id, ts), newest first, below `before_id` (ix_audit_log_action_id)."""
+    """One page of an action's audit rows (id, ts), newest first, below `before_id`: read from
+    ix_audit_log_action_id_ts alone."""
     log = t.audit_log.c
     query = select(log.id, log.ts).where(log.action == action)
     if before_id is not None:

@@ -14,9 +14,12 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     false,
+    literal_column,
     text,
 )
+from sqlalchemy.sql.expression import ColumnElement, FromClause
 
 from server.db.types import BigId, Json, UTCDateTime
 
@@ -147,6 +150,24 @@ tasks = Table(
     Index("ix_tasks_mission_id_phase", "mission_id", "phase"),
 )
 
+
+def ended_badly(table: FromClause) -> ColumnElement[bool]:
+    """A mission's task that failed or was cancelled, which keeps its dependents blocked: the condition of a
+    partial index. Values are written out, not bound: SQLite uses a partial index only for a query whose WHERE
+    has the index's terms, and a bound parameter never is one."""
+    ended: list[ColumnElement[str]] = [literal_column(f"'{status}'") for status in ("failed", "cancelled")]
+    return and_(table.c.status.in_(ended), table.c.mission_id.is_not(None))
+
+
+# jct_list_stuck walks the active missions' failed tasks in it: small, written only when a mission's task ends
+# badly.
+Index(
+    "ix_tasks_mission_id_ended_badly",
+    tasks.c.mission_id,
+    postgresql_where=ended_badly(tasks),
+    sqlite_where=ended_badly(tasks),
+)
+
 # Which task waits for which (within one mission); read both ways: what a task waits for, and whom an
 # approval unblocks.
 task_dependencies = Table(
@@ -222,6 +243,9 @@ runs = Table(
     # at completion ({files: [{path, status, added, removed, old_path}], head, truncated}).
     Column("base_commit", String(64), nullable=True),
     Column("files_changed", Json, nullable=True),
+    # When the task's time budget runs out (started_at + time_budget_seconds, set at claim): jct_list_stuck
+    # finds runs past it without reading their tasks.
+    Column("budget_ends_at", UTCDateTime, nullable=True),
     Index("ix_runs_task_id_actor_id", "task_id", "actor_id"),
     # The sweeper finds running runs whose lease has passed.
     Index("ix_runs_status_lease_expires_at", "status", "lease_expires_at"),
@@ -233,12 +257,14 @@ run_events = Table(
     "run_events",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("run_id", ID, ForeignKey("runs.id"), nullable=False, index=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
     Column("kind", String(16), nullable=False),
     Column("message", Text, nullable=False),
     Column("progress", Integer, nullable=True),
     Column("data", Json, nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
+    # A run's events in order; its newest is one probe (jct_list_stuck's "no progress since").
+    Index("ix_run_events_run_id_created_at", "run_id", "created_at"),
 )
 
 artifacts = Table(
@@ -308,7 +334,8 @@ audit_log = Table(
     Index("ix_audit_log_entity_kind_entity_id_id", "entity_kind", "entity_id", "id"),
     # jct_search_audit: one actor's or one action's rows, newest first.
     Index("ix_audit_log_actor_id_id", "actor_id", "id"),
-    Index("ix_audit_log_action_id", "action", "id"),
+    # ts rides along so the throughput chart walks an action's recent rows in the index alone.
+    Index("ix_audit_log_action_id_ts", "action", "id", "ts"),
 )
 
 # Derived: how many tasks are in each status and how many evidence packs in each review state, kept by

@@ -8,11 +8,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from alembic import command
 from mcp import Client
-from sqlalchemy import update
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
 
 from server.core.service import Core
 from server.db import tables
+from server.db.migrate import alembic_config, upgrade
 from tests.core.helpers import snapshot
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
@@ -51,12 +54,18 @@ async def failed_task(client: Client, objective: str = "Fix the bug") -> tuple[s
 
 
 async def age_run(core: Core, run_id: str, **moved: timedelta) -> None:
-    """Move a run's clock fields into the past (what hours of silence would leave behind)."""
+    """Move a run's clock fields into the past (what hours of silence would leave behind); a run started
+    earlier has its budget end earlier by as much."""
     now = datetime.now(UTC)
+    runs = tables.runs.c
     async with core.db.write() as conn:
-        await conn.execute(
-            update(tables.runs).where(tables.runs.c.id == run_id).values(**{k: now - v for k, v in moved.items()})
-        )
+        started, budget_end = (
+            await conn.execute(select(runs.started_at, runs.budget_ends_at).where(runs.id == run_id))
+        ).one()
+        values = {k: now - v for k, v in moved.items()}
+        if "started_at" in values:
+            values["budget_ends_at"] = budget_end - (started - values["started_at"])
+        await conn.execute(update(tables.runs).where(runs.id == run_id).values(**values))
 
 
 async def test_requeue_puts_a_failed_task_back_with_feedback_in_a_new_briefing(agent: Client) -> None:
@@ -281,3 +290,25 @@ async def test_throughput_counts_what_ended_in_the_last_hour(agent: Client, core
     assert (len(flow.completed), flow.bucket_seconds) == (12, 300)
     assert (sum(flow.completed), sum(flow.failed)) == (2, 1)
     assert flow.completed[-1] == 2  # the newest interval, on the right
+
+
+async def test_a_claim_sets_its_budget_end_and_the_migration_fills_it_in_for_running_runs(
+    agent: Client, core: Core
+) -> None:
+    task = await enqueue(agent, "timed", time_budget_seconds=90)
+    run_id = (await ok(agent, "jct_claim_task", task_id=task))["run_id"]
+    runs = tables.runs.c
+    query = select(runs.started_at, runs.budget_ends_at).where(runs.id == run_id)
+    async with core.db.read() as conn:
+        started, budget_end = (await conn.execute(query)).one()
+    assert budget_end - started == timedelta(seconds=90)
+
+    def migrate(connection: Connection, verb: str, revision: str) -> None:
+        getattr(command, verb)(alembic_config(connection), revision)
+
+    # A database from before the column: its running runs get their budget end from their task.
+    async with core.db.schema_change() as conn:
+        await conn.run_sync(migrate, "downgrade", "0011")
+    await upgrade(core.db)
+    async with core.db.read() as conn:
+        assert (await conn.execute(query)).one() == (started, budget_end)
