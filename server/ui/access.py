@@ -2,13 +2,16 @@
 
 With JCT_AUTH=none (loopback only) every visitor is the local operator, with every right. With tokens, a
 visitor logs in by posting a token; the session is a signed cookie (server/core/tokens.py) checked on every
-request, so revoking the token ends it. Every form carries a CSRF token tied to the session.
+request, so revoking the token ends it. Every form carries a CSRF token tied to the session. Where there is no
+session yet (the login form) or none at all (JCT_AUTH=none), the form's token is also set as a cookie that
+only JCT's own pages can send (double submit): any JCT process behind one address accepts it, and a restart
+does not make open forms stale.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -20,6 +23,7 @@ from server.core.service import Core
 from server.core.tokens import Principal
 
 COOKIE = "jct_ui"
+FORM_COOKIE = "jct_form"  # the double-submit token of the login form and of JCT_AUTH=none
 LOCAL = "local"
 
 # Each dashboard action, as the tool it mirrors and that tool's toolset: a role may do on the dashboard
@@ -39,6 +43,7 @@ class Viewer:
     csrf: str
     principal: Principal | None = None  # None: JCT_AUTH=none, the local operator
     credential: str | None = None  # the token id the session was opened with
+    issued: bool = False  # `csrf` is new: the page sets it as FORM_COOKIE
 
     def may(self, action: str) -> bool:
         tool, toolset = ACTIONS.get(action, READ)
@@ -61,20 +66,24 @@ class Viewer:
         return isinstance(sent, str) and hmac.compare_digest(sent, self.csrf)
 
 
+def form_token(request: Request) -> tuple[str, bool]:
+    """The visitor's double-submit token: the one its FORM_COOKIE holds, or a new one (True) to set."""
+    held = request.cookies.get(FORM_COOKIE, "")
+    if re.fullmatch(r"[0-9a-f]{64}", held):
+        return held, False
+    return secrets.token_hex(32), True
+
+
 class Access:
     def __init__(self, core: Core, tokens_on: bool) -> None:
         self.core = core
         self.tokens_on = tokens_on
-        # Without tokens, forms are tied to this process (a form from before a restart asks to reload).
-        self._key = secrets.token_hex(32)
-
-    def local(self) -> Viewer:
-        return Viewer(LOCAL, hmac.new(self._key.encode(), b"csrf", hashlib.sha256).hexdigest())
 
     async def viewer(self, request: Request) -> Viewer | None:
         """The visitor, or None when tokens are on and the request carries no live session."""
         if not self.tokens_on:
-            return self.local()
+            csrf, issued = form_token(request)
+            return Viewer(LOCAL, csrf, issued=issued)
         cookie = request.cookies.get(COOKIE)
         if not cookie:
             return None
@@ -91,7 +100,3 @@ class Access:
         session, cookie = opened
         principal = session.principal
         return Viewer(principal.name, session.csrf, principal, principal.token_id), cookie
-
-    def login_csrf(self) -> str:
-        """The login form's own CSRF token (no session yet): tied to this process."""
-        return hmac.new(self._key.encode(), b"login", hashlib.sha256).hexdigest()

@@ -4,6 +4,7 @@ call, forms for the operator's actions, and one event stream per page fed by the
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import logging
 import time
@@ -29,7 +30,7 @@ from server.errors import NOT_FOUND, ErrorCode, JctError
 from server.failures import world_failure
 from server.notify.hub import NotificationHub
 from server.sessions import Sessions
-from server.ui.access import COOKIE, Access, Viewer
+from server.ui.access import COOKIE, FORM_COOKIE, Access, Viewer, form_token
 
 log = logging.getLogger("jct.ui")
 
@@ -100,7 +101,15 @@ def build_ui(
             "Referrer-Policy": "same-origin",  # "no-referrer" would make form posts send `Origin: null`
             "Cache-Control": "no-store",
         }
-        return HTMLResponse(html, status_code=code, headers=headers)
+        response = HTMLResponse(html, status_code=code, headers=headers)
+        if viewer is not None and viewer.issued:
+            set_form_cookie(request, response, viewer.csrf)
+        return response
+
+    def set_form_cookie(request: Request, response: Response, token: str) -> None:
+        response.set_cookie(
+            FORM_COOKIE, token, httponly=True, samesite="strict", path="/ui", secure=request.url.scheme == "https"
+        )
 
     def problem(
         request: Request, viewer: Viewer | None, status: int, title: str, message: str, hint: str = ""
@@ -341,19 +350,23 @@ def build_ui(
         target = target if target.startswith("/ui/") and "//" not in target else "/ui/"
         if not tokens_on:
             return RedirectResponse("/ui/", 303)
+        csrf, issued = form_token(request)
         if request.method == "GET":
-            return render(request, None, "login.html", csrf=access.login_csrf(), target=target, failed=False)
+            form_page = render(request, None, "login.html", csrf=csrf, target=target, failed=False)
+            if issued:
+                set_form_cookie(request, form_page, csrf)
+            return form_page
         length = request.headers.get("content-length")
         if length is None or not length.isdigit() or int(length) > 4096:
             return problem(request, None, 413, "Too large", "The login form was larger than a token.", "")
         form = await request.form()
         sent = form.get("csrf")
-        if not isinstance(sent, str) or sent != access.login_csrf():
+        if issued or not isinstance(sent, str) or not hmac.compare_digest(sent, csrf):
             return problem(request, None, 403, "Form refused", "This login form is out of date.", "Reload the page.")
         secret = form.get("token")
         opened = await access.login(secret.strip()) if isinstance(secret, str) else None
         if opened is None:
-            return render(request, None, "login.html", 401, csrf=access.login_csrf(), target=target, failed=True)
+            return render(request, None, "login.html", 401, csrf=csrf, target=target, failed=True)
         _viewer, cookie = opened
         response = RedirectResponse(target, 303)
         response.set_cookie(

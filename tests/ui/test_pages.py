@@ -15,6 +15,7 @@ from server.config import Settings
 from server.core import completion, intake, missions, queue, tokens, work
 from server.core.models import Actor
 from server.core.service import Core
+from server.ui.access import FORM_COOKIE
 from tests.support.serving import running
 
 pytestmark = pytest.mark.anyio
@@ -228,3 +229,34 @@ async def test_tokens_log_in_with_a_signed_cookie_roles_and_revocation(make_sett
         assert await tokens.revoke_token(core, "rita")
         after = await http.get("/ui/reviews")
         assert after.status_code == 303  # the session ended with its token
+
+
+@pytest.mark.parametrize("auth", ["none", "token"])
+async def test_a_form_from_one_server_process_is_accepted_by_another(
+    make_settings: Callable[..., Settings], auth: str
+) -> None:
+    """Two JCT processes behind one address: a form served by one may be posted to the other. Without a session
+    (the login form; JCT_AUTH=none) the form's token is the browser's own cookie, which another site can neither
+    read nor send: the same form without that cookie is refused."""
+    settings = make_settings(auth=auth, review_auto_approve=False)
+    async with running(settings) as (app_a, core), running(settings) as (app_b, _), asgi(app_a) as a, asgi(app_b) as b:
+        ids = await scene(core)
+        form = await a.get("/ui/login" if auth == "token" else "/ui/reviews")
+        assert FORM_COOKIE in a.cookies
+        if auth == "token":
+            secret, _ = await tokens.create_token(core, "rita", ["reviewer"])
+            action, data = "/ui/login", {"token": secret, "csrf": csrf_of(form.text)}
+        else:
+            action = f"/ui/reviews/{ids['pack']}"
+            data = {"decision": "approved", "reason": "Looks right.", "csrf": csrf_of(form.text)}
+        async with asgi(app_b) as stranger:
+            assert (await stranger.post(action, data=data)).status_code == 403
+        b.cookies = a.cookies  # the same browser, answered by the other process
+        assert (await b.post(action, data=data)).status_code == 303
+        a.cookies = b.cookies
+        if auth == "token":
+            page = await b.get("/ui/reviews")
+            assert "rita (reviewer)" in page.text
+            data = {"decision": "approved", "reason": "Looks right.", "csrf": csrf_of(page.text)}
+            assert (await a.post(f"/ui/reviews/{ids['pack']}", data=data)).status_code == 303
+        assert "approved" in (await a.get(f"/ui/tasks/{ids['done']}")).text
