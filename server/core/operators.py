@@ -27,6 +27,8 @@ from server.vocab import EntityKind, IssueStatus, MissionStatus, Priority, TaskS
 REQUEUABLE = (TaskStatus.FAILED, TaskStatus.CANCELLED)
 # What a priority still matters for: work not yet ended.
 REPRIORITISABLE = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
+# Why a running run is stuck, by the number db/operators.stuck_runs gives it: most urgent first.
+RUN_KINDS: tuple[r.StuckKind, ...] = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
 CLAIMS_SHOWN = 10  # per agent, soonest lease end first
 AGENTS_SHOWN = 200
 
@@ -200,26 +202,25 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
         running = await q.stuck_runs(conn, now, now - silent, limit)
         humans = await q.human_blocked_reviews(conn, limit)
         failed = await q.failed_dependencies(conn, limit)
-    by_kind: dict[str, list[Any]] = {kind: [] for kind in q.STUCK_RUN_KINDS}
-    for run in running:
-        by_kind[q.STUCK_RUN_KINDS[run["kind"]]].append(run)
+    # The runs come most urgent first; finished runs awaiting a person go after the running ones that do.
+    urgent = [
+        _running_item(run, now) for run in running if RUN_KINDS[run["kind"]] in ("lease_overdue", "human_blocker")
+    ]
 
     def described() -> Iterator[r.StuckItem]:
-        for kind in ("lease_overdue", "human_blocker"):
-            yield from (_running_item(kind, run, now) for run in by_kind[kind])
+        yield from urgent
         yield from (_human_item(pack) for pack in humans)
-        for kind in ("over_budget", "no_progress"):
-            yield from (_running_item(kind, run, now) for run in by_kind[kind])
+        yield from (_running_item(run, now) for run in running[len(urgent) :])
         yield from (_dependency_item(row) for row in failed)
 
     items = list(islice(described(), limit))
     return r.StuckList(items=items, count=len(items))
 
 
-def _running_item(kind: str, run: Any, now: datetime) -> r.StuckItem:
+def _running_item(run: Any, now: datetime) -> r.StuckItem:
+    kind = RUN_KINDS[run["kind"]]
     # Since when: the lease's end, the budget's end, or the last sign of life.
     since = {"lease_overdue": run["lease_expires_at"], "over_budget": run["budget_ends_at"]}.get(kind, run["last"])
-    base = {"task_id": run["task_id"], "objective": _clip(run["objective"], 200), "run_id": run["run_id"]}
     match kind:
         case "lease_overdue":
             reason = f"Its lease ended at {_at(since)} and the run has not been expired yet."
@@ -236,31 +237,25 @@ def _running_item(kind: str, run: Any, now: datetime) -> r.StuckItem:
         case _:
             reason = f"No progress reported since {_at(since)} ({int((now - since).total_seconds())}s)."
             action = "Check on its agent; cancel and requeue with feedback if it has stalled."
-    return _stuck(kind=kind, since=since, reason=reason, action=action, agent=run["actor_id"], **base)
+    return _stuck(kind, run, since, reason, action)
 
 
 def _human_item(pack: Any) -> r.StuckItem:
+    reason = "Finished with a blocker only a person can lift; never approved automatically."
     return _stuck(
-        kind="human_blocker",
-        task_id=pack["task_id"],
-        objective=_clip(pack["objective"], 200),
-        run_id=pack["run_id"],
-        agent=pack["actor_id"],
-        since=pack["ended_at"],
-        reason="Finished with a blocker only a person can lift; never approved automatically.",
-        action=f"Review evidence pack {pack['evidence_pack_id']} (jct_submit_review).",
+        "human_blocker",
+        pack,
+        pack["ended_at"],
+        reason,
+        f"Review evidence pack {pack['evidence_pack_id']} (jct_submit_review).",
     )
 
 
 def _dependency_item(row: Any) -> r.StuckItem:
-    return _stuck(
-        kind="failed_dependency",
-        task_id=row["task_id"],
-        objective=_clip(row["objective"], 200),
-        since=row["queued_at"],
-        reason=f"Waits for task {row['dependency_id']}, which is {row['dependency_status']}.",
-        action=f"Requeue {row['dependency_id']} (jct_requeue_task) or cancel this task (jct_cancel_task).",
-    )
+    dependency = row["dependency_id"]
+    reason = f"Waits for task {dependency}, which is {row['dependency_status']}."
+    action = f"Requeue {dependency} (jct_requeue_task) or cancel this task (jct_cancel_task)."
+    return _stuck("failed_dependency", row, row["queued_at"], reason, action)
 
 
 THROUGHPUT_PAGE = 500
@@ -290,9 +285,19 @@ async def throughput(core: Core, *, window_seconds: int = 3600, buckets: int = 1
     )
 
 
-def _stuck(**fields: Any) -> r.StuckItem:
-    """A stuck item from values JCT read itself: built without validating again (a busy queue has thousands)."""
-    return r.StuckItem.model_construct(**({"run_id": None, "agent": None, "since": None} | fields))
+def _stuck(kind: r.StuckKind, row: Any, since: datetime, reason: str, action: str) -> r.StuckItem:
+    """A stuck item from a row JCT read itself (its task, and its run and agent when it has one): built without
+    validating again (a busy queue has thousands)."""
+    return r.StuckItem.model_construct(
+        kind=kind,
+        task_id=row["task_id"],
+        objective=_clip(row["objective"], 200),
+        run_id=row.get("run_id"),
+        agent=row.get("actor_id"),
+        since=since,
+        reason=reason,
+        action=action,
+    )
 
 
 def _at(moment: datetime) -> str:

@@ -96,14 +96,10 @@ async def soonest_claims(conn: AsyncConnection, agents: Sequence[str], per_agent
 
 # --- stuck work ------------------------------------------------------------------------------
 
-# Why a running run is stuck, most urgent first: the order jct_list_stuck lists them in.
-STUCK_RUN_KINDS = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
-
-
 async def stuck_runs(conn: AsyncConnection, now: datetime, quiet_since: datetime, limit: int) -> Sequence[RowMapping]:
-    """Running runs that are stuck, each with its kind (an index into STUCK_RUN_KINDS) and its last sign of
-    life, most urgent kind first, then oldest run first: a lease that has passed, a human blocker, a time budget
-    that has run out (budget_ends_at), or no event since `quiet_since`."""
+    """Running runs that are stuck, each with its kind and its last sign of life, most urgent kind first, then
+    oldest run first: a lease that has passed (kind 0), a human blocker (1), a time budget that has run out
+    (2, budget_ends_at), or no event since `quiet_since` (3)."""
     params = {"now": now, "quiet_since": quiet_since, "limit": limit}
     rows: Sequence[RowMapping] = (await conn.execute(_stuck_runs(), params)).mappings().all()
     return rows
