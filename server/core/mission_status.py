@@ -15,12 +15,11 @@ from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import missions as q
 from server.errors import invalid
-from server.vocab import EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
+from server.vocab import TASK_ENDED_UNAPPROVED, EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
 
 DECISIONS_SHOWN = 20
 CLAIMABLE_SHOWN = 20
 INCLUDES = frozenset({"tasks"})
-DEPENDENCY_ENDED = (TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
 async def get_mission(
@@ -128,7 +127,7 @@ def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> l
     by_id = {task.task_id: task for task in tasks}
     blockers = []
     for task in tasks:
-        if task.status in DEPENDENCY_ENDED and not task.approved:
+        if task.status in TASK_ENDED_UNAPPROVED and not task.approved:
             blockers.append(
                 r.Blocker(
                     task_id=task.task_id,
@@ -142,7 +141,7 @@ def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> l
                 )
             )
         elif task.status == TaskStatus.BLOCKED:
-            ended = [d for d in task.depends_on if d in by_id and by_id[d].status in DEPENDENCY_ENDED]
+            ended = [d for d in task.depends_on if d in by_id and by_id[d].status in TASK_ENDED_UNAPPROVED]
             if ended:
                 blockers.append(
                     r.Blocker(
