@@ -445,16 +445,30 @@ async def _feedback_packet(
     ts: ColumnElement[datetime],
 ) -> int:
     """needs_changes: the next briefing version carries every piece of feedback so far."""
-    entry = {
-        "decision": choice.value,
+    entry = feedback_entry(
+        choice.value,
+        reason,
+        reviewer_id=reviewer["actor_id"],
+        reviewer_name=reviewer["name"],
+        run_id=run["id"],
+        verdict=pack["verdict"],
+    )
+    return await append_feedback(conn, issue_id, entry, ts)
+
+
+def feedback_entry(
+    decision: str, reason: str, *, reviewer_id: str, reviewer_name: str, run_id: str | None, verdict: str
+) -> dict[str, Any]:
+    """One round of feedback as a briefing version keeps it (results.ReviewFeedback reads it back)."""
+    return {
+        "decision": decision,
         "reason": reason,
-        "reviewer": reviewer["actor_id"],  # the principal; the name it chose is only self-reported
-        "reviewer_name": reviewer["name"],
-        "run_id": run["id"],
-        "verdict": pack["verdict"],
+        "reviewer": reviewer_id,  # the principal; the name it chose is only self-reported
+        "reviewer_name": reviewer_name,
+        "run_id": run_id,
+        "verdict": verdict,
         "at": datetime.now(UTC).isoformat(),
     }
-    return await append_feedback(conn, issue_id, entry, ts)
 
 
 async def append_feedback(conn: AsyncConnection, issue_id: str, entry: dict[str, Any], ts: Any) -> int:
