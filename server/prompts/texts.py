@@ -8,7 +8,7 @@ from typing import Any
 from server.core import results
 from server.core.models import Limits
 from server.core.pages import PackState
-from server.markdown import artifact_uri, block, clip, fenced, headline, line, stamp, who
+from server.markdown import artifact_cut_note, artifact_uri, block, clip, fenced, headline, line, stamp, who
 from server.vocab import Operation, Priority
 
 QUEUE_SHOWN = 10
@@ -202,10 +202,7 @@ def review_pack(state: PackState) -> str:
             *fenced(diff.text.rstrip(), "diff"),
         ]
         if diff.total_chars > len(diff.text):
-            lines.append(
-                f"… (truncated at {len(diff.text):,} of {diff.total_chars:,} characters; call jct_get_artifact("
-                f'artifact_id="{diff.artifact.artifact_id}", offset={len(diff.text)}) for the rest)'
-            )
+            lines.append(artifact_cut_note(diff.artifact.artifact_id, len(diff.text), diff.total_chars))
     if pack.review_state == "pending":
         lines += [
             "",

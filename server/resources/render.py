@@ -376,13 +376,6 @@ def evidence_page(page: EvidencePage) -> str:
     return page_text(lines, pointer)
 
 
-def artifact_cut_note(artifact_id: str, shown: int, total: int) -> str:
-    return (
-        f"\n… (truncated: showing {shown:,} of {total:,} characters; call "
-        f'jct_get_artifact(artifact_id="{artifact_id}", offset={shown}) for the rest)\n'
-    )
-
-
 def remote_artifact(artifact: results.ArtifactView) -> str:
     """text/uri-list: a comment naming the artifact, then its URI."""
     comment = f"# {line(artifact.title, 120)} ({artifact.type}, {artifact.media_type}), stored outside JCT"
