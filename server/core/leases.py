@@ -102,3 +102,10 @@ async def claimant_run(core: Core, conn: AsyncConnection, fence: Fence) -> RowMa
     if fence.run_id is not None and run["principal"] != fence.principal:
         return None
     return run
+
+
+async def open_run(core: Core, conn: AsyncConnection, fence: Fence) -> RowMapping | None:
+    """The caller's run while it is still running: what a call reads ahead of its fenced change (so no
+    transaction waits on git). None when the fence will refuse the call; the fenced change says why."""
+    run = await claimant_run(core, conn, fence)
+    return run if run is not None and run["status"] == RunStatus.RUNNING else None

@@ -149,8 +149,8 @@ async def _verified_commit(core: Core, fence: Fence, content: str | None) -> str
     against the run's base commit (server/core/verified.py). None when the task is not verifiable."""
     async with core.db.read() as conn:
         task = await queries.get_task(conn, fence.task_id)
-        run = await leases.claimant_run(core, conn, fence)
-    if task is None or run is None or run["status"] != RunStatus.RUNNING:
+        run = await leases.open_run(core, conn, fence)
+    if task is None or run is None:
         return None  # the fenced change refuses it and says why
     return await verified.verify_commit(core, task, run, content)
 
