@@ -18,6 +18,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server.db import rawsqlite
+from server.db import tables as t
 from server.db.rawsqlite import sqlite_time
 
 
@@ -293,20 +295,17 @@ def _decisions_sqlite(db: sqlite3.Connection, mission_id: str | None) -> list[di
     """The decisions made in the mission so far, newest first (the PostgreSQL claim's `decisions`)."""
     if mission_id is None:
         return []
-    cursor = db.execute(
+    rows = rawsqlite.fetch_all(
+        db,
+        t.run_events,
         "SELECT e.data, r.task_id, e.run_id, e.created_at "
         "FROM tasks mt JOIN runs r ON r.task_id = mt.id JOIN run_events e ON e.run_id = r.id "
-        "WHERE mt.mission_id = ? AND e.kind = 'decision' ORDER BY e.id DESC LIMIT ?",
-        (mission_id, DECISIONS_SHOWN),
+        "WHERE mt.mission_id = :mission_id AND e.kind = 'decision' ORDER BY e.id DESC LIMIT :shown",
+        {"mission_id": mission_id, "shown": DECISIONS_SHOWN},
     )
     return [
-        {
-            "data": json.loads(data) if data else None,
-            "task_id": task_id,
-            "run_id": run_id,
-            "at": datetime.fromisoformat(created_at).replace(tzinfo=UTC),
-        }
-        for data, task_id, run_id, created_at in cursor.fetchall()
+        {"data": row["data"], "task_id": row["task_id"], "run_id": row["run_id"], "at": row["created_at"]}
+        for row in rows
     ]
 
 
