@@ -12,7 +12,7 @@ from sqlalchemy import RowMapping
 from server.core import results as r
 from server.core.graph import mission_not_found
 from server.core.models import parse_enum, parse_id
-from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q
 from server.errors import invalid
 from server.vocab import TASK_ENDED_UNAPPROVED, EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
@@ -171,10 +171,7 @@ async def list_missions(
 ) -> r.MissionList:
     statuses = [s.value for s in MissionStatus] if status == "all" else [parse_enum(MissionStatus, status, "status")]
     check_limit(limit)
-    after = None
-    if cursor is not None:
-        created_at, mission_id = decode_cursor(cursor, "time", "id")
-        after = (created_at, mission_id)
+    after = time_id_after(cursor)
     async with core.db.read() as conn:
         rows = await q.list_missions(conn, statuses, after, limit + 1)
         page = rows[:limit]

@@ -15,7 +15,7 @@ from server.core import gates, missions, prover, results, views
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
-from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import changes, queries
 from server.errors import ErrorCode, JctError
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
@@ -206,10 +206,7 @@ def outcome_of(pack: RowMapping, decision: RowMapping | None) -> results.ReviewO
 
 async def list_pending_reviews(core: Core, *, limit: int = 10, cursor: str | None = None) -> results.PendingReviews:
     check_limit(limit)
-    after = None
-    if cursor is not None:
-        created_at, pack_id = decode_cursor(cursor, "time", "id")
-        after = (created_at, pack_id)
+    after = time_id_after(cursor)
     async with core.db.read() as conn:
         rows = await queries.pending_reviews(conn, after, limit + 1)
     page = rows[:limit]
