@@ -17,7 +17,7 @@ from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import changes, queries
-from server.errors import ErrorCode, JctError
+from server.errors import ErrorCode, JctError, not_found
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
@@ -238,9 +238,10 @@ async def submit_review(
     async with core.db.write() as conn:
         pack = await queries.get_evidence_pack(conn, pack_id)
         if pack is None:
-            raise JctError(
+            raise not_found(
                 ErrorCode.EVIDENCE_PACK_NOT_FOUND,
-                f"Evidence pack {pack_id} does not exist.",
+                "Evidence pack",
+                pack_id,
                 "Use jct_list_pending_reviews to find packs awaiting a decision.",
             )
         run = await queries.get_run(conn, pack["run_id"])
