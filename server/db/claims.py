@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import rawsqlite
 from server.db import tables as t
-from server.db.rawsqlite import sqlite_time
 
 
 @dataclass(frozen=True)
@@ -206,7 +205,7 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
     """The claim's statements, on aiosqlite's thread inside BEGIN IMMEDIATE: from claim_sqlite, or as
     the whole transaction through Database.write_in_one_call (one hop instead of three)."""
     now = datetime.now(UTC)
-    stamp = sqlite_time(now)
+    stamp = rawsqlite.sqlite_time(now)
     params: list[Any] = [stamp, req.run_id]
     if req.task_id is not None:
         target = "id = ?"
@@ -248,7 +247,7 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
             req.principal,
             req.claim_session,
             attempt,
-            sqlite_time(lease_expires_at),
+            rawsqlite.sqlite_time(lease_expires_at),
             stamp,
             req.artifact_root_uri,
         ),
