@@ -30,7 +30,7 @@ from server.config import Settings
 from server.core import schema, tokens
 from server.core.queue import queue_stats
 from server.core.service import Core
-from server.failures import FailureLog, world_failure
+from server.failures import FailureLog
 from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import build_mcp
 from server.metrics import CONTENT_TYPE, Metrics
@@ -135,11 +135,8 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         try:
             stats = await queue_stats(core)
         except Exception as exc:  # the process's own series still matter when the database is away
-            failure = world_failure(exc)
-            if failure is None:
+            if not metrics_failures.failed_on(exc):
                 log.warning("metrics: queue figures unavailable: %s", exc)
-            else:
-                metrics_failures.failed(failure)
         else:
             metrics_failures.recovered()
             for status, count in stats.counts.items():

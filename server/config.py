@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -21,6 +22,18 @@ def _split_csv(value: Any) -> Any:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+def _only(what: str, known: tuple[str, ...]) -> Callable[[list[str]], list[str]]:
+    """A validator refusing any value outside `known`."""
+
+    def check(value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+        return value
+
+    return check
 
 
 def is_git_url(location: str) -> bool:
@@ -180,13 +193,8 @@ class Settings(BaseSettings):
 
     _trace_root = field_validator("trace_root", mode="before")(trace_root_path)
 
-    @field_validator("toolsets")
-    @classmethod
-    def _known_toolsets(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - set(TOOLSETS))
-        if unknown:
-            raise ValueError(f"unknown toolsets {unknown}; choose from {', '.join(TOOLSETS)}")
-        return value
+    _known_toolsets = field_validator("toolsets")(_only("toolsets", TOOLSETS))
+    _known_verdicts = field_validator("review_auto_approve_verdicts")(_only("verdicts", VERDICTS))
 
     @field_validator("public_url")
     @classmethod
@@ -205,14 +213,6 @@ class Settings(BaseSettings):
             )
         _ = parts.port  # a port that is not a number raises ValueError here
         return f"{parts.scheme}://{parts.netloc}"
-
-    @field_validator("review_auto_approve_verdicts")
-    @classmethod
-    def _known_verdicts(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - set(VERDICTS))
-        if unknown:
-            raise ValueError(f"unknown verdicts {unknown}; choose from {', '.join(VERDICTS)}")
-        return value
 
     @model_validator(mode="after")
     def _run_cap_holds_one_artifact(self) -> Settings:

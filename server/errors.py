@@ -88,5 +88,10 @@ def invalid(message: str, suggestion: str = "Fix the argument and call again.") 
     return JctError(ErrorCode.INVALID_ARGUMENT, message, suggestion)
 
 
+def not_found(code: ErrorCode, what: str, record_id: str, suggestion: str) -> JctError:
+    """`what` (Task, Run, ...) `record_id` is not there: one of the NOT_FOUND codes."""
+    return JctError(code, f"{what} {record_id} does not exist.", suggestion)
+
+
 def task_not_found(task_id: str, suggestion: str = "Use jct_list_tasks to find tasks.") -> JctError:
-    return JctError(ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", suggestion)
+    return not_found(ErrorCode.TASK_NOT_FOUND, "Task", task_id, suggestion)

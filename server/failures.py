@@ -276,6 +276,14 @@ class FailureLog:
         episode.last_line = now
         episode.held_back = 0
 
+    def failed_on(self, exc: BaseException, work: str = "") -> bool:
+        """Log `exc` if it is a failure of the world; False for anything else (the caller logs that)."""
+        failure = world_failure(exc)
+        if failure is None:
+            return False
+        self.failed(failure, work)
+        return True
+
     def recovered(self, work: str = "") -> None:
         """`work` succeeded: close, with one line each, the episodes it failed in, and those with no
         failure for an interval."""

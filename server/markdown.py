@@ -69,6 +69,14 @@ def _cut_note(extra: int, pointer: str) -> str:
     return f"… (truncated, {extra:,} more characters; {pointer})"
 
 
+def artifact_cut_note(artifact_id: str, shown: int, total: int) -> str:
+    """Where the rest of an artifact shown only in part is read."""
+    return (
+        f"… (truncated: showing {shown:,} of {total:,} characters; call "
+        f'jct_get_artifact(artifact_id="{artifact_id}", offset={shown}) for the rest)'
+    )
+
+
 def line(text: str | None, limit: int = 100, pointer: str | None = None) -> str:
     """Agent text as one line of a title or list entry: plain, whitespace folded, cut, and escaped so that it
     starts no block and opens no code span. A cut ends with "…", and with `pointer` if one is given."""

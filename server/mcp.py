@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
@@ -210,24 +210,22 @@ class JctServer(MCPServer[Any]):
     async def _only_usable_tools(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Middleware: tools/list and prompts/list show each caller only the tools and prompts its roles allow."""
         result = await call_next(ctx)
+        if ctx.method == "tools/list":
+            return _only_named(result, ListToolsResult, "tools", self.may_call)
         if ctx.method == "prompts/list":
-            return self._only_usable_prompts(result)
-        if ctx.method != "tools/list":
-            return result
-        if isinstance(result, ListToolsResult):
-            return result.model_copy(update={"tools": [t for t in result.tools if self.may_call(t.name)]})
-        if isinstance(result, dict) and isinstance(result.get("tools"), list):  # the wire form
-            usable = [t for t in result["tools"] if not isinstance(t, dict) or self.may_call(str(t.get("name")))]
-            return {**result, "tools": usable}
+            return _only_named(result, ListPromptsResult, "prompts", self.may_prompt)
         return result
 
-    def _only_usable_prompts(self, result: HandlerResult) -> HandlerResult:
-        if isinstance(result, ListPromptsResult):
-            return result.model_copy(update={"prompts": [p for p in result.prompts if self.may_prompt(p.name)]})
-        if isinstance(result, dict) and isinstance(result.get("prompts"), list):  # the wire form
-            usable = [p for p in result["prompts"] if not isinstance(p, dict) or self.may_prompt(str(p.get("name")))]
-            return {**result, "prompts": usable}
-        return result
+
+def _only_named(
+    result: HandlerResult, model: type[ListToolsResult | ListPromptsResult], field: str, usable: Callable[[str], bool]
+) -> HandlerResult:
+    """A tools/list or prompts/list result keeping only the entries whose name is `usable`."""
+    if isinstance(result, model):
+        return result.model_copy(update={field: [e for e in getattr(result, field) if usable(e.name)]})
+    if isinstance(result, dict) and isinstance(result.get(field), list):  # the wire form
+        return {**result, field: [e for e in result[field] if not isinstance(e, dict) or usable(str(e.get("name")))]}
+    return result
 
 
 async def _no_completions(ctx: ServerRequestContext[Any, Any], params: CompleteRequestParams) -> CompleteResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Final
 
 QUEUE: Final = "jct://queue"
@@ -36,32 +37,16 @@ def of(kind: str, record_id: str) -> str:
     return f"{_PREFIX[kind]}{record_id}"
 
 
-def task(task_id: str) -> str:
-    return of("Task", task_id)
-
-
-def issue(issue_id: str) -> str:
-    return of("Issue", issue_id)
-
-
-def run(run_id: str) -> str:
-    return of("Run", run_id)
+task = partial(of, "Task")
+issue = partial(of, "Issue")
+run = partial(of, "Run")
+evidence = partial(of, "EvidencePack")
+artifact = partial(of, "Artifact")
+mission = partial(of, "Mission")
 
 
 def run_diff(run_id: str) -> str:
     return f"{run(run_id)}/diff"
-
-
-def evidence(pack_id: str) -> str:
-    return of("EvidencePack", pack_id)
-
-
-def artifact(artifact_id: str) -> str:
-    return of("Artifact", artifact_id)
-
-
-def mission(mission_id: str) -> str:
-    return of("Mission", mission_id)
 
 
 def workflow(name: str) -> str:

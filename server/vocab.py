@@ -33,6 +33,13 @@ class TaskStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+# Ended without approval (a review rejection leaves a task failed): such a task can be requeued, and one that
+# depends on it cannot start until it is.
+TASK_ENDED_UNAPPROVED = (TaskStatus.FAILED, TaskStatus.CANCELLED)
+# Not ended yet: such a task can be cancelled, and its priority still matters.
+TASK_OPEN = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
+
+
 class RunStatus(StrEnum):
     RUNNING = "running"
     DONE = "done"

@@ -14,10 +14,9 @@ from server.core.service import Core
 from server.db import missions as q
 from server.db import queries
 from server.errors import invalid, task_not_found
-from server.vocab import EntityKind, IssueStatus, MissionStatus, RunStatus, TaskStatus
+from server.vocab import TASK_OPEN, EntityKind, IssueStatus, MissionStatus, RunStatus, TaskStatus
 
 CANCEL_ROUNDS = 5
-OPEN = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
 
 
 async def cancel_task(core: Core, actor: Actor, task_id: str, reason: str) -> r.Cancelled:
@@ -53,7 +52,7 @@ async def cancel_in(conn: AsyncConnection, actor: Actor, task_id: str, reason: s
             },
             known_runs=cancelled_runs,
         )
-        if task is not None or before["status"] not in OPEN:
+        if task is not None or before["status"] not in TASK_OPEN:
             break
     if task is None:
         status = before["status"] if before is not None else "changing"
@@ -100,7 +99,7 @@ async def cancel_mission(core: Core, actor: Actor, mission_id: str, reason: str)
         tasks = await q.tasks_of(conn, mission_id, 10_000)
         cancelled = 0
         for task in tasks:
-            if task["status"] in OPEN:
+            if task["status"] in TASK_OPEN:
                 await cancel_in(conn, actor, task["id"], reason, ts)
                 cancelled += 1
         if not await q.cancel(conn, mission_id, reason, ts):

@@ -20,7 +20,7 @@ from server.core.work import fenced_change, task_row
 from server.db import changes, queries
 from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
-from server.vocab import ArtifactType, RunStatus
+from server.vocab import ArtifactType
 
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
 PROVED_CONTENT = (ArtifactType.CODE_PATCH, ArtifactType.LOG)
@@ -152,10 +152,10 @@ async def _read_change(core: Core, fence: Fence) -> ReadChange:
                 return ReadChange()  # not verifiable: one primary-key read was all this cost
         except JctError:
             return ReadChange(verifiable=True, note="the repository name cannot be read")
-        run = await leases.claimant_run(core, conn, fence)
-        rows = await queries.artifacts_of_run(conn, run["id"]) if run is not None else []
-    if run is None or run["status"] != RunStatus.RUNNING:
-        return ReadChange()
+        run = await leases.open_run(core, conn, fence)
+        if run is None:
+            return ReadChange()
+        rows = await queries.artifacts_of_run(conn, run["id"])
     commits = [a for a in rows if a["type"] == ArtifactType.COMMIT and a["stored"]]
     heads = await anyio.to_thread.run_sync(_commit_ids, core, commits)
     try:

@@ -12,14 +12,12 @@ from typing import Any
 from server.core.models import Limits, parse_id
 from server.core.service import Core
 from server.db import missions as q
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError, invalid, not_found
 from server.vocab import MissionStatus, TaskStatus
 
 
 def mission_not_found(mission_id: str) -> JctError:
-    return JctError(
-        ErrorCode.MISSION_NOT_FOUND, f"Mission {mission_id} does not exist.", "Use jct_list_missions to find one."
-    )
+    return not_found(ErrorCode.MISSION_NOT_FOUND, "Mission", mission_id, "Use jct_list_missions to find one.")
 
 
 async def place(

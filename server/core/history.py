@@ -10,7 +10,7 @@ from server.core.models import parse_id
 from server.core.repos import Place
 from server.core.service import Core
 from server.db import queries
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError, invalid, not_found
 
 MAX_CHARS = 100_000
 MAX_LOG = 100
@@ -144,7 +144,7 @@ async def run_diff(core: Core, run_id: str, *, path: str | None = None, max_char
         run = await queries.get_run(conn, run_id)
         task = await queries.get_task(conn, run["task_id"]) if run is not None else None
     if run is None or task is None:
-        raise JctError(ErrorCode.RUN_NOT_FOUND, f"Run {run_id} does not exist.", "Use jct_get_task to list its runs.")
+        raise not_found(ErrorCode.RUN_NOT_FOUND, "Run", run_id, "Use jct_get_task to list its runs.")
     base = run["base_commit"]
     if base is None:
         raise JctError(

@@ -122,10 +122,7 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
     if " " in ref:
         raise invalid(f"target_ref {ref!r} contains spaces.", "Pass a branch, tag or commit name.")
     path = check_target_path(fields["target_path"])
-    criteria = fields["acceptance_criteria"]
-    if len(criteria) > Limits.CRITERIA:
-        raise invalid(f"{len(criteria)} acceptance criteria; the limit is {Limits.CRITERIA}.", "Merge or trim them.")
-    criteria = [check_text(c, f"acceptance_criteria[{i}]", Limits.CRITERION).strip() for i, c in enumerate(criteria)]
+    criteria = check_criteria(fields["acceptance_criteria"])
     summary = check_text(fields["context_summary"], "context_summary", Limits.SUMMARY, required=False)
     # Only when given, so a request without them hashes as it always did (idempotency keys stay valid).
     extra: dict[str, Any] = {}
@@ -160,6 +157,15 @@ def check_prior_art(prior_art: object) -> list[str]:
     if len(prior_art) > Limits.PRIOR_ART:
         raise invalid(f"prior_art has {len(prior_art)} entries; the limit is {Limits.PRIOR_ART}.", "Keep what matters.")
     return [check_text(p, f"prior_art[{i}]", Limits.PRIOR_ART_ITEM).strip() for i, p in enumerate(prior_art)]
+
+
+def check_criteria(criteria: object) -> list[str]:
+    """The checkable statements a task is done by, one text each."""
+    if not isinstance(criteria, list):
+        raise invalid("acceptance_criteria must be a list of texts.", 'Send e.g. ["GET /health returns 200"].')
+    if len(criteria) > Limits.CRITERIA:
+        raise invalid(f"{len(criteria)} acceptance criteria; the limit is {Limits.CRITERIA}.", "Merge or trim them.")
+    return [check_text(c, f"acceptance_criteria[{i}]", Limits.CRITERION).strip() for i, c in enumerate(criteria)]
 
 
 def check_data(data: object) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from server.core.models import Actor, parse_id
 from server.core.service import Core
 from server.db import leases, queries
 from server.db.leases import Fence
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError, invalid, not_found, task_not_found
 from server.vocab import RunStatus, TaskStatus
 
 NAME_YOUR_RUN = "Pass the run_id that jct_claim_task or jct_claim_next returned."
@@ -39,13 +39,11 @@ async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
     """Why the fence refused: worked out only on the error path, so a call that passes is one statement."""
     task = await queries.get_task(conn, fence.task_id)
     if task is None:
-        return JctError(
-            ErrorCode.TASK_NOT_FOUND, f"Task {fence.task_id} does not exist.", "Check the task_id you were given."
-        )
+        return task_not_found(fence.task_id, "Check the task_id you were given.")
     run = await leases.claimant_run(conn, fence, core.now())
     if run is None:
         if fence.run_id is not None:
-            return JctError(ErrorCode.RUN_NOT_FOUND, f"Run {fence.run_id} does not exist.", NAME_YOUR_RUN)
+            return not_found(ErrorCode.RUN_NOT_FOUND, "Run", fence.run_id, NAME_YOUR_RUN)
         if task["status"] == TaskStatus.RUNNING:
             return JctError(
                 ErrorCode.NOT_CLAIMANT,
@@ -102,3 +100,10 @@ async def claimant_run(core: Core, conn: AsyncConnection, fence: Fence) -> RowMa
     if fence.run_id is not None and run["principal"] != fence.principal:
         return None
     return run
+
+
+async def open_run(core: Core, conn: AsyncConnection, fence: Fence) -> RowMapping | None:
+    """The caller's run while it is still running: what a call reads ahead of its fenced change (so no
+    transaction waits on git). None when the fence will refuse the call; the fenced change says why."""
+    run = await claimant_run(core, conn, fence)
+    return run if run is not None and run["status"] == RunStatus.RUNNING else None

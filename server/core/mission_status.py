@@ -12,15 +12,14 @@ from sqlalchemy import RowMapping
 from server.core import results as r
 from server.core.graph import mission_not_found
 from server.core.models import parse_enum, parse_id
-from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q
 from server.errors import invalid
-from server.vocab import EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
+from server.vocab import TASK_ENDED_UNAPPROVED, EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
 
 DECISIONS_SHOWN = 20
 CLAIMABLE_SHOWN = 20
 INCLUDES = frozenset({"tasks"})
-DEPENDENCY_ENDED = (TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
 async def get_mission(
@@ -128,7 +127,7 @@ def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> l
     by_id = {task.task_id: task for task in tasks}
     blockers = []
     for task in tasks:
-        if task.status in DEPENDENCY_ENDED and not task.approved:
+        if task.status in TASK_ENDED_UNAPPROVED and not task.approved:
             blockers.append(
                 r.Blocker(
                     task_id=task.task_id,
@@ -142,7 +141,7 @@ def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> l
                 )
             )
         elif task.status == TaskStatus.BLOCKED:
-            ended = [d for d in task.depends_on if d in by_id and by_id[d].status in DEPENDENCY_ENDED]
+            ended = [d for d in task.depends_on if d in by_id and by_id[d].status in TASK_ENDED_UNAPPROVED]
             if ended:
                 blockers.append(
                     r.Blocker(
@@ -172,10 +171,7 @@ async def list_missions(
 ) -> r.MissionList:
     statuses = [s.value for s in MissionStatus] if status == "all" else [parse_enum(MissionStatus, status, "status")]
     check_limit(limit)
-    after = None
-    if cursor is not None:
-        created_at, mission_id = decode_cursor(cursor, "time", "id")
-        after = (created_at, mission_id)
+    after = time_id_after(cursor)
     async with core.db.read() as conn:
         rows = await q.list_missions(conn, statuses, after, limit + 1)
         page = rows[:limit]

@@ -12,7 +12,7 @@ from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import missions, queries
 from server.db.claims import DECISIONS_SHOWN
-from server.errors import ErrorCode, JctError, invalid, task_not_found
+from server.errors import ErrorCode, JctError, invalid, not_found, task_not_found
 from server.vocab import EntityKind
 
 RUN_EVENTS_SHOWN = 50
@@ -83,9 +83,7 @@ async def get_run(core: Core, run_id: str) -> results.RunView:
     async with core.db.read() as conn:
         run = await queries.get_run(conn, run_id)
         if run is None:
-            raise JctError(
-                ErrorCode.RUN_NOT_FOUND, f"Run {run_id} does not exist.", "Use jct_get_task to list a task's runs."
-            )
+            raise not_found(ErrorCode.RUN_NOT_FOUND, "Run", run_id, "Use jct_get_task to list a task's runs.")
         artifacts = await queries.artifacts_of_run(conn, run_id)
         events = await queries.run_events(conn, run_id, RUN_EVENTS_SHOWN)
         pack = await queries.evidence_pack_for_run(conn, run_id)
@@ -103,7 +101,7 @@ async def get_evidence(core: Core, run_id: str) -> results.EvidenceView:
         pack = await queries.evidence_pack_for_run(conn, run_id)
         if pack is None:
             if await queries.get_run(conn, run_id) is None:
-                raise JctError(ErrorCode.RUN_NOT_FOUND, f"Run {run_id} does not exist.", "Check the run_id.")
+                raise not_found(ErrorCode.RUN_NOT_FOUND, "Run", run_id, "Check the run_id.")
             raise JctError(
                 ErrorCode.EVIDENCE_PACK_NOT_FOUND,
                 f"Run {run_id} has no evidence pack yet.",
@@ -146,10 +144,8 @@ async def get_artifact(
     async with core.db.read() as conn:
         row = await queries.get_artifact(conn, artifact_id)
     if row is None:
-        raise JctError(
-            ErrorCode.ARTIFACT_NOT_FOUND,
-            f"Artifact {artifact_id} does not exist.",
-            "Use jct_get_run to list a run's artifacts.",
+        raise not_found(
+            ErrorCode.ARTIFACT_NOT_FOUND, "Artifact", artifact_id, "Use jct_get_run to list a run's artifacts."
         )
     view = views.artifact(row)
     if not row["stored"]:

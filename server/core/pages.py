@@ -20,7 +20,7 @@ from server.core import doctrine, manifest, results, views
 from server.core.models import parse_id
 from server.core.service import Core
 from server.db import listing, queries
-from server.errors import ErrorCode, JctError
+from server.errors import ErrorCode, JctError, not_found
 
 RUNS_SHOWN = 10
 ISSUE_TASKS_SHOWN = 10
@@ -157,7 +157,7 @@ def run_line(row: RowMapping) -> RunLine:
 
 
 def _missing(code: ErrorCode, what: str, value: str) -> JctError:
-    return JctError(code, f"{what} {value} does not exist.", "Pick one from resources/list or complete the id.")
+    return not_found(code, what, value, "Pick one from resources/list or complete the id.")
 
 
 async def task_page(core: Core, task_id: str) -> TaskPage:

@@ -15,9 +15,9 @@ from server.core import gates, missions, prover, results, views
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
-from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import changes, queries
-from server.errors import ErrorCode, JctError
+from server.errors import ErrorCode, JctError, not_found
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
@@ -206,10 +206,7 @@ def outcome_of(pack: RowMapping, decision: RowMapping | None) -> results.ReviewO
 
 async def list_pending_reviews(core: Core, *, limit: int = 10, cursor: str | None = None) -> results.PendingReviews:
     check_limit(limit)
-    after = None
-    if cursor is not None:
-        created_at, pack_id = decode_cursor(cursor, "time", "id")
-        after = (created_at, pack_id)
+    after = time_id_after(cursor)
     async with core.db.read() as conn:
         rows = await queries.pending_reviews(conn, after, limit + 1)
     page = rows[:limit]
@@ -241,9 +238,10 @@ async def submit_review(
     async with core.db.write() as conn:
         pack = await queries.get_evidence_pack(conn, pack_id)
         if pack is None:
-            raise JctError(
+            raise not_found(
                 ErrorCode.EVIDENCE_PACK_NOT_FOUND,
-                f"Evidence pack {pack_id} does not exist.",
+                "Evidence pack",
+                pack_id,
                 "Use jct_list_pending_reviews to find packs awaiting a decision.",
             )
         run = await queries.get_run(conn, pack["run_id"])
@@ -445,16 +443,30 @@ async def _feedback_packet(
     ts: ColumnElement[datetime],
 ) -> int:
     """needs_changes: the next briefing version carries every piece of feedback so far."""
-    entry = {
-        "decision": choice.value,
+    entry = feedback_entry(
+        choice.value,
+        reason,
+        reviewer_id=reviewer["actor_id"],
+        reviewer_name=reviewer["name"],
+        run_id=run["id"],
+        verdict=pack["verdict"],
+    )
+    return await append_feedback(conn, issue_id, entry, ts)
+
+
+def feedback_entry(
+    decision: str, reason: str, *, reviewer_id: str, reviewer_name: str, run_id: str | None, verdict: str
+) -> dict[str, Any]:
+    """One round of feedback as a briefing version keeps it (results.ReviewFeedback reads it back)."""
+    return {
+        "decision": decision,
         "reason": reason,
-        "reviewer": reviewer["actor_id"],  # the principal; the name it chose is only self-reported
-        "reviewer_name": reviewer["name"],
-        "run_id": run["id"],
-        "verdict": pack["verdict"],
+        "reviewer": reviewer_id,  # the principal; the name it chose is only self-reported
+        "reviewer_name": reviewer_name,
+        "run_id": run_id,
+        "verdict": verdict,
         "at": datetime.now(UTC).isoformat(),
     }
-    return await append_feedback(conn, issue_id, entry, ts)
 
 
 async def append_feedback(conn: AsyncConnection, issue_id: str, entry: dict[str, Any], ts: Any) -> int:

@@ -17,9 +17,7 @@ from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid, task_not_found
-from server.vocab import EntityKind, TaskStatus
-
-ENDED = (TaskStatus.CANCELLED, TaskStatus.FAILED)
+from server.vocab import TASK_ENDED_UNAPPROVED, EntityKind
 
 
 async def revise_briefing(
@@ -44,12 +42,7 @@ async def revise_briefing(
             raise invalid(f"files_of_interest must be a list of at most {Limits.PRIOR_ART} paths.", "Name fewer.")
         changes["files_of_interest"] = [intake.check_target_path(p) for p in files_of_interest]
     if acceptance_criteria is not None:
-        if not isinstance(acceptance_criteria, list) or len(acceptance_criteria) > Limits.CRITERIA:
-            raise invalid(f"acceptance_criteria must be a list of at most {Limits.CRITERIA}.", "Merge or trim them.")
-        changes["acceptance_criteria"] = [
-            check_text(c, f"acceptance_criteria[{i}]", Limits.CRITERION).strip()
-            for i, c in enumerate(acceptance_criteria)
-        ]
+        changes["acceptance_criteria"] = intake.check_criteria(acceptance_criteria)
     if data is not None:
         changes["data"] = intake.check_data(data)
     if not changes:
@@ -67,7 +60,7 @@ async def revise_briefing(
                 f"Only an admin or the agent that enqueued task {task_id} may revise its briefing.",
                 "Ask the enqueuer or an admin, or leave feedback in a review (jct_submit_review needs_changes).",
             )
-        if task["status"] in ENDED or task["issue_id"] is None:
+        if task["status"] in TASK_ENDED_UNAPPROVED or task["issue_id"] is None:
             raise invalid(
                 f"Task {task_id} is {task['status']}" + (" and has no briefing." if task["issue_id"] is None else "."),
                 "Revise the briefing of a task that is still open (queued, blocked, running or in review).",

@@ -89,6 +89,15 @@ def decode_cursor(cursor: str, *parts: CursorPart) -> list[Any]:
         raise invalid(*_BAD_CURSOR) from None
 
 
+def time_id_after(cursor: str | None) -> tuple[datetime, str] | None:
+    """The keyset position (a time, an id) a cursor of a newest- or oldest-first list carries; None for the
+    first page."""
+    if cursor is None:
+        return None
+    at, record_id = decode_cursor(cursor, "time", "id")
+    return at, record_id
+
+
 def _refuse(constant: str) -> Any:
     raise ValueError(constant)
 

@@ -13,7 +13,7 @@ from server.core.models import SYSTEM
 from server.core.queue import fold_counts
 from server.core.service import Core
 from server.db import leases, queries
-from server.failures import FailureLog, world_failure
+from server.failures import FailureLog
 from server.vocab import EntityKind, IssueStatus, RunStatus, TaskStatus
 
 log = logging.getLogger(__name__)
@@ -73,11 +73,8 @@ async def run_sweeper(
                     "lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed
                 )
         except Exception as exc:
-            failure = world_failure(exc)
-            if failure is None:
+            if not failures.failed_on(exc):
                 log.exception("lease sweep failed; retrying in %.1fs", interval)
-            else:
-                failures.failed(failure)
         else:
             failures.recovered()
         await anyio.sleep(interval)

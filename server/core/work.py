@@ -21,7 +21,7 @@ from server.core.models import Actor, Limits, check_text, new_id, parse_enum, pa
 from server.core.service import Core
 from server.db import changes, queries
 from server.db.leases import Fence
-from server.errors import ErrorCode, JctError, invalid
+from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import ArtifactType, EntityKind, EventKind, IssueStatus, RunStatus, TaskStatus
 
 # Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
@@ -34,9 +34,7 @@ R = TypeVar("R")
 async def task_row(conn: AsyncConnection, task_id: str) -> RowMapping:
     task = await queries.get_task(conn, task_id)
     if task is None:
-        raise JctError(
-            ErrorCode.TASK_NOT_FOUND, f"Task {task_id} does not exist.", "Check the task_id you were given at claim."
-        )
+        raise task_not_found(task_id, "Check the task_id you were given at claim.")
     return task
 
 
@@ -149,8 +147,8 @@ async def _verified_commit(core: Core, fence: Fence, content: str | None) -> str
     against the run's base commit (server/core/verified.py). None when the task is not verifiable."""
     async with core.db.read() as conn:
         task = await queries.get_task(conn, fence.task_id)
-        run = await leases.claimant_run(core, conn, fence)
-    if task is None or run is None or run["status"] != RunStatus.RUNNING:
+        run = await leases.open_run(core, conn, fence)
+    if task is None or run is None:
         return None  # the fenced change refuses it and says why
     return await verified.verify_commit(core, task, run, content)
 

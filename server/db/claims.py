@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.db.rawsqlite import sqlite_time
+from server.db import rawsqlite
+from server.db import tables as t
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
     """The claim's statements, on aiosqlite's thread inside BEGIN IMMEDIATE: from claim_sqlite, or as
     the whole transaction through Database.write_in_one_call (one hop instead of three)."""
     now = datetime.now(UTC)
-    stamp = sqlite_time(now)
+    stamp = rawsqlite.sqlite_time(now)
     params: list[Any] = [stamp, req.run_id]
     if req.task_id is not None:
         target = "id = ?"
@@ -247,7 +248,7 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
             req.principal,
             req.claim_session,
             attempt,
-            sqlite_time(lease_expires_at),
+            rawsqlite.sqlite_time(lease_expires_at),
             stamp,
             sqlite_time(now + timedelta(seconds=int(claimed["time_budget_seconds"]))),
             req.artifact_root_uri,
@@ -295,20 +296,17 @@ def _decisions_sqlite(db: sqlite3.Connection, mission_id: str | None) -> list[di
     """The decisions made in the mission so far, newest first (the PostgreSQL claim's `decisions`)."""
     if mission_id is None:
         return []
-    cursor = db.execute(
+    rows = rawsqlite.fetch_all(
+        db,
+        t.run_events,
         "SELECT e.data, r.task_id, e.run_id, e.created_at "
         "FROM tasks mt JOIN runs r ON r.task_id = mt.id JOIN run_events e ON e.run_id = r.id "
-        "WHERE mt.mission_id = ? AND e.kind = 'decision' ORDER BY e.id DESC LIMIT ?",
-        (mission_id, DECISIONS_SHOWN),
+        "WHERE mt.mission_id = :mission_id AND e.kind = 'decision' ORDER BY e.id DESC LIMIT :shown",
+        {"mission_id": mission_id, "shown": DECISIONS_SHOWN},
     )
     return [
-        {
-            "data": json.loads(data) if data else None,
-            "task_id": task_id,
-            "run_id": run_id,
-            "at": datetime.fromisoformat(created_at).replace(tzinfo=UTC),
-        }
-        for data, task_id, run_id, created_at in cursor.fetchall()
+        {"data": row["data"], "task_id": row["task_id"], "run_id": row["run_id"], "at": row["created_at"]}
+        for row in rows
     ]
 
 

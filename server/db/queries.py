@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
-from server.vocab import ReviewState, RunStatus, TaskStatus
+from server.vocab import TASK_OPEN, ReviewState, RunStatus
 
 Values = Mapping[str, Any]
 
@@ -98,7 +98,7 @@ async def cancel_task_row(
     """Cancel a queued, blocked or running task, but only if its active run (if any) is one already cancelled."""
     stmt = update(t.tasks).where(
         t.tasks.c.id == task_id,
-        t.tasks.c.status.in_((TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)),
+        t.tasks.c.status.in_(TASK_OPEN),
         or_(t.tasks.c.active_run_id.is_(None), t.tasks.c.active_run_id.in_(list(known_runs))),
     )
     row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()

@@ -16,7 +16,7 @@ import anyio
 
 from server.core import feed
 from server.core.service import Core
-from server.failures import FailureLog, world_failure
+from server.failures import FailureLog
 from server.notify.changes import Changes
 
 log = logging.getLogger(__name__)
@@ -65,11 +65,9 @@ class ChangeFeed:
             try:
                 await self.poll()
             except Exception as exc:
-                failure = world_failure(exc)
-                if failure is None:
+                # A failure of the world is one line per interval while the database is away.
+                if not failures.failed_on(exc):
                     log.exception("change feed poll failed; retrying")
-                else:
-                    failures.failed(failure)  # one line per interval while the database is away
             else:
                 failures.recovered()
             await anyio.sleep(self._interval)

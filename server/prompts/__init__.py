@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -34,9 +35,25 @@ def _free_text(first: str, more: dict[str, Any]) -> str:
 
 
 def _free_text_prompt(
-    server: MCPServer[Any], fn: Any, *, name: str, title: str, description: str, argument: str, meaning: str
+    server: MCPServer[Any],
+    render: Callable[[str], Awaitable[str]],
+    *,
+    name: str,
+    title: str,
+    description: str,
+    argument: str,
+    meaning: str,
+    asks: str,
 ) -> None:
-    """A prompt whose one required argument is free text, plus the continuation words (see WORDS)."""
+    """A prompt whose one required argument is free text, plus the continuation words (see WORDS); `render`
+    turns the text into the message. `asks` says what the text should say, for when it is empty."""
+
+    async def fn(**given: Any) -> list[UserMessage]:
+        text = _free_text(given[argument], given)
+        if not text:
+            raise _bad(f"{argument} is empty: say in plain language {asks}.")
+        return [UserMessage(await render(text))]
+
     arguments = [PromptArgument(name=argument, description=meaning, required=True)]
     arguments.append(
         PromptArgument(
@@ -117,12 +134,9 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         stats = await queue.queue_stats(core)
         return [UserMessage(texts.review_pending(page, stats.pending_reviews))]
 
-    async def enqueue(request: str, **more: Any) -> list[UserMessage]:
-        request = _free_text(request, more)
-        if not request:
-            raise _bad("request is empty: say in plain language what you want done.")
+    async def enqueue(request: str) -> str:
         queued = await queue.list_tasks(core, status="queued", limit=texts.QUEUE_SHOWN)
-        return [UserMessage(texts.enqueue(request, core.settings.allowed_repo_prefixes, queued))]
+        return texts.enqueue(request, core.settings.allowed_repo_prefixes, queued)
 
     _free_text_prompt(
         server,
@@ -133,14 +147,12 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         "checkable acceptance criteria, context, priority) and enqueue them with jct_enqueue_task.",
         argument="request",
         meaning="What you want done, in plain language.",
+        asks="what you want done",
     )
 
-    async def plan(goal: str, **more: Any) -> list[UserMessage]:
-        goal = _free_text(goal, more)
-        if not goal:
-            raise _bad("goal is empty: say in plain language what the mission should achieve.")
+    async def plan(goal: str) -> str:
         active = await mission_status.list_missions(core, status="active", limit=texts.QUEUE_SHOWN)
-        return [UserMessage(texts.plan(goal, core.settings.allowed_repo_prefixes, active))]
+        return texts.plan(goal, core.settings.allowed_repo_prefixes, active)
 
     _free_text_prompt(
         server,
@@ -151,6 +163,7 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         "jct_create_mission, with the active missions embedded.",
         argument="goal",
         meaning="The goal, in plain language.",
+        asks="what the mission should achieve",
     )
 
     _register_completions(server, core)

@@ -8,7 +8,7 @@ from typing import Any
 from server.core import results
 from server.core.models import Limits
 from server.core.pages import PackState
-from server.markdown import artifact_uri, block, clip, fenced, headline, line, stamp, who
+from server.markdown import artifact_cut_note, artifact_uri, block, clip, fenced, headline, line, stamp, who
 from server.vocab import Operation, Priority
 
 QUEUE_SHOWN = 10
@@ -202,10 +202,7 @@ def review_pack(state: PackState) -> str:
             *fenced(diff.text.rstrip(), "diff"),
         ]
         if diff.total_chars > len(diff.text):
-            lines.append(
-                f"… (truncated at {len(diff.text):,} of {diff.total_chars:,} characters; call jct_get_artifact("
-                f'artifact_id="{diff.artifact.artifact_id}", offset={len(diff.text)}) for the rest)'
-            )
+            lines.append(artifact_cut_note(diff.artifact.artifact_id, len(diff.text), diff.total_chars))
     if pack.review_state == "pending":
         lines += [
             "",
@@ -236,10 +233,7 @@ def enqueue(request: str, allowed_prefixes: Sequence[str], queued: results.TaskL
     lines = [
         "Turn the request below into well-formed JCT tasks and enqueue each with jct_enqueue_task.",
         "",
-        "Request:",
-        '"""',
-        clip(request, REQUEST_CHARS, "ask the requester for the rest"),
-        '"""',
+        *_quoted("Request", request),
         "",
         "Each task is one independently reviewable change: split the request into several if it bundles "
         "unrelated work, and keep one task when it is a single change. If something essential is unclear "
@@ -265,13 +259,11 @@ def enqueue(request: str, allowed_prefixes: Sequence[str], queued: results.TaskL
         "",
         "Afterwards, list each task's task_id and its briefing jct://issues/<cwom_issue_id>.",
     ]
-    if queued.tasks:
-        lines += ["", "Already queued (do not enqueue duplicates of these):"]
-        lines += [
-            f"- {t.priority} {t.operation} · {line(t.target_repo, 60)} — {headline(t.objective)} (task_id {t.task_id})"
-            for t in queued.tasks
-        ]
-    return "\n".join(lines)
+    existing = [
+        f"- {t.priority} {t.operation} · {line(t.target_repo, 60)} — {headline(t.objective)} (task_id {t.task_id})"
+        for t in queued.tasks
+    ]
+    return "\n".join(lines + _existing("Already queued (do not enqueue duplicates of these):", existing))
 
 
 # --- plan --------------------------------------------------------------------------------------
@@ -282,10 +274,7 @@ def plan(goal: str, allowed_prefixes: Sequence[str], active: results.MissionList
     lines = [
         "Plan the goal below as one JCT mission and create it with jct_create_mission.",
         "",
-        "Goal:",
-        '"""',
-        clip(goal, REQUEST_CHARS, "ask the requester for the rest"),
-        '"""',
+        *_quoted("Goal", goal),
         "",
         "How a mission runs: its phases run in order, and a task is claimable only once every task it "
         "depends_on and every task of the earlier phases is approved; until then it is blocked. Agents record "
@@ -305,10 +294,17 @@ def plan(goal: str, allowed_prefixes: Sequence[str], active: results.MissionList
         "If something essential is unclear (which repository, what done means), ask before creating it. "
         "Afterwards, give the mission_id and its page jct://missions/<mission_id>.",
     ]
-    if active.missions:
-        lines += ["", "Active missions (do not plan one of these again):"]
-        lines += [
-            f"- {headline(m.title)} · {m.approved}/{m.total} approved (mission_id {m.mission_id})"
-            for m in active.missions
-        ]
-    return "\n".join(lines)
+    existing = [
+        f"- {headline(m.title)} · {m.approved}/{m.total} approved (mission_id {m.mission_id})" for m in active.missions
+    ]
+    return "\n".join(lines + _existing("Active missions (do not plan one of these again):", existing))
+
+
+def _quoted(label: str, text: str) -> list[str]:
+    """The requester's words, clipped, between triple quotes."""
+    return [f"{label}:", '"""', clip(text, REQUEST_CHARS, "ask the requester for the rest"), '"""']
+
+
+def _existing(heading: str, entries: list[str]) -> list[str]:
+    """What is there already, so the model does not make it again; nothing when there is none."""
+    return ["", heading, *entries] if entries else []

@@ -69,15 +69,14 @@ def queue_page(stats: results.QueueStats, page: results.TaskList) -> str:
         f"{headline(task.objective)} — {task_uri(task.task_id)}"
         for number, task in enumerate(page.tasks, 1)
     ]
-    lines += fit(entries, LIST_PAGE_CHARS, 'call jct_list_tasks(status="queued")')
-    if page.next_cursor is not None:
-        lines.append(f'More: call jct_list_tasks(status="queued", cursor="{page.next_cursor}").')
-    lines += [
-        "",
-        "## Next",
+    lines += _list_end(
+        entries,
+        "jct_list_tasks",
+        'status="queued"',
+        page.next_cursor,
         "Take the top task with jct_claim_next (or a given one with jct_claim_task(task_id)). Each task page "
         "links its briefing (jct://issues/<issue_id>): objective, acceptance criteria, context, review feedback.",
-    ]
+    )
     return page_text(lines, "call jct_list_tasks")
 
 
@@ -96,17 +95,24 @@ def pending_reviews_page(page: results.PendingReviews, total: int) -> str:
         if item.summary:
             entry.append(f"   agent: {line(item.summary, REVIEW_REASON_CHARS)}")
         entries.append("\n".join(entry))
-    lines += fit(entries, LIST_PAGE_CHARS, "call jct_list_pending_reviews")
-    if page.next_cursor is not None:
-        lines.append(f'More: call jct_list_pending_reviews(cursor="{page.next_cursor}").')
-    lines += [
+    lines += _list_end(
+        entries,
+        "jct_list_pending_reviews",
         "",
-        "## Next",
+        page.next_cursor,
         "Read a pack (its checks, criteria and cited artifacts, the diff first), then decide with "
         'jct_submit_review(evidence_pack_id, decision="approved" | "needs_changes" | "rejected", reason). '
         "needs_changes requeues the task with your reason in its briefing: say exactly what to change.",
-    ]
+    )
     return page_text(lines, "call jct_list_pending_reviews")
+
+
+def _list_end(entries: Sequence[str], tool: str, filters: str, next_cursor: str | None, next_step: str) -> list[str]:
+    """A list page's entries, as many as fit, then the tool call for the next page, then what to do next."""
+    lines = fit(entries, LIST_PAGE_CHARS, f"call {tool}({filters})" if filters else f"call {tool}")
+    if next_cursor is not None:
+        lines.append(f'More: call {tool}({filters}{", " if filters else ""}cursor="{next_cursor}").')
+    return [*lines, "", "## Next", next_step]
 
 
 # --- tasks --------------------------------------------------------------------------------
@@ -374,13 +380,6 @@ def evidence_page(page: EvidencePage) -> str:
             f'jct_submit_review(evidence_pack_id="{pack.id}", decision, reason).',
         ]
     return page_text(lines, pointer)
-
-
-def artifact_cut_note(artifact_id: str, shown: int, total: int) -> str:
-    return (
-        f"\n… (truncated: showing {shown:,} of {total:,} characters; call "
-        f'jct_get_artifact(artifact_id="{artifact_id}", offset={shown}) for the rest)\n'
-    )
 
 
 def remote_artifact(artifact: results.ArtifactView) -> str:

@@ -17,7 +17,7 @@ from server import sdk, uris
 from server.core import catalog, doctrine, history, mission_status, pages, queue, review
 from server.core.service import Core
 from server.errors import NOT_FOUND, ErrorCode, JctError
-from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI
+from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI, artifact_cut_note
 from server.resources import briefing, mission_page, render, workflow_page
 from server.vocab import EntityKind
 
@@ -52,13 +52,17 @@ _NOT_FOUND = NOT_FOUND | {ErrorCode.INVALID_ARGUMENT}
 T = TypeVar("T")
 
 
+def _resource_error(uri: str, exc: JctError) -> ResourceError:
+    if exc.code in _NOT_FOUND:
+        return ResourceNotFoundError(f"Unknown resource {uri}: {exc.message}")
+    return ResourceError(f"Could not read {uri}: {exc.message}")
+
+
 async def _guard(uri: str, load: Awaitable[T]) -> T:
     try:
         return await load
     except JctError as exc:
-        if exc.code in _NOT_FOUND:
-            raise ResourceNotFoundError(f"Unknown resource {uri}: {exc.message}") from None
-        raise ResourceError(f"Could not read {uri}: {exc.message}") from None
+        raise _resource_error(uri, exc) from None
 
 
 class MediaTypedTemplate(ResourceTemplate):
@@ -79,10 +83,6 @@ class MediaTypedTemplate(ResourceTemplate):
         return TextResource(
             uri=uri, name=self.name, title=self.title, description=self.description, mime_type=media_type, text=text
         )
-
-
-async def _raise(exc: JctError) -> str:
-    raise exc
 
 
 def register(server: MCPServer[Any], core: Core) -> None:
@@ -166,7 +166,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
         except JctError as exc:
             if exc.code in (ErrorCode.REPO_NOT_AVAILABLE, ErrorCode.COMMIT_NOT_FOUND):
                 return f"# JCT has no diff of this run: {exc.message}\n# {exc.suggestion}\n"
-            return await _guard(uris.run_diff(run_id), _raise(exc))
+            raise _resource_error(uris.run_diff(run_id), exc) from None
         return f"# {read.repo}: {read.base} .. {read.head or 'the working tree'}\n{read.text}"
 
     @server.resource(
@@ -227,7 +227,7 @@ def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
         if text is None:
             return render.remote_artifact(artifact), URI_LIST
         if total > len(text):
-            text += render.artifact_cut_note(artifact.artifact_id, len(text), total)
+            text += f"\n{artifact_cut_note(artifact.artifact_id, len(text), total)}\n"
         return text, artifact.media_type
 
     template = MediaTypedTemplate.from_function(
