@@ -21,12 +21,8 @@ from server.db import missions as mission_rows
 from server.db import operators as q
 from server.db import queries
 from server.errors import invalid, task_not_found
-from server.vocab import EntityKind, IssueStatus, MissionStatus, Priority, TaskStatus
+from server.vocab import TASK_ENDED_UNAPPROVED, TASK_OPEN, EntityKind, IssueStatus, MissionStatus, Priority, TaskStatus
 
-# What can be requeued: ended without approval (a review rejection leaves the task failed).
-REQUEUABLE = (TaskStatus.FAILED, TaskStatus.CANCELLED)
-# What a priority still matters for: work not yet ended.
-REPRIORITISABLE = (TaskStatus.QUEUED, TaskStatus.BLOCKED, TaskStatus.RUNNING)
 # Why a running run is stuck, by the number db/operators.stuck_runs gives it: most urgent first.
 RUN_KINDS: tuple[r.StuckKind, ...] = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
 CLAIMS_SHOWN = 10  # per agent, soonest lease end first
@@ -45,7 +41,8 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
         task = await queries.get_task(conn, task_id)
         if task is None:
             raise task_not_found(task_id)
-        if task["status"] not in REQUEUABLE:
+        # Ended without approval (a review rejection leaves the task failed).
+        if task["status"] not in TASK_ENDED_UNAPPROVED:
             raise invalid(
                 f"Task {task_id} is {task['status']}; only failed, cancelled or rejected tasks can be requeued.",
                 "Cancel running work first (jct_cancel_task); use jct_set_priority to move queued work.",
@@ -108,15 +105,14 @@ async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str,
     """The next briefing version, carrying the operator's feedback after every earlier round."""
     run = next(iter(await queries.runs_of_task(conn, task_id, 1)), None)
     pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
-    entry = {
-        "decision": "requeued",
-        "reason": feedback,
-        "reviewer": actor.actor_id,
-        "reviewer_name": actor.name or actor.actor_id,
-        "run_id": run["id"] if run is not None else None,
-        "verdict": pack["verdict"] if pack is not None else "none",
-        "at": datetime.now(UTC).isoformat(),
-    }
+    entry = review.feedback_entry(
+        "requeued",
+        feedback,
+        reviewer_id=actor.actor_id,
+        reviewer_name=actor.name or actor.actor_id,
+        run_id=run["id"] if run is not None else None,
+        verdict=pack["verdict"] if pack is not None else "none",
+    )
     return await review.append_feedback(conn, issue_id, entry, ts)
 
 
@@ -129,7 +125,7 @@ async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) ->
         if task is None:
             raise task_not_found(task_id)
         if (
-            task["status"] not in REPRIORITISABLE
+            task["status"] not in TASK_OPEN
             or await queries.update_task(conn, task_id, {"priority": chosen.value}, status_in=[task["status"]]) is None
         ):
             raise invalid(

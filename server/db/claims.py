@@ -250,7 +250,7 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
             attempt,
             rawsqlite.sqlite_time(lease_expires_at),
             stamp,
-            sqlite_time(now + timedelta(seconds=int(claimed["time_budget_seconds"]))),
+            rawsqlite.sqlite_time(now + timedelta(seconds=int(claimed["time_budget_seconds"]))),
             req.artifact_root_uri,
         ),
     )

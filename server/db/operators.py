@@ -96,6 +96,7 @@ async def soonest_claims(conn: AsyncConnection, agents: Sequence[str], per_agent
 
 # --- stuck work ------------------------------------------------------------------------------
 
+
 async def stuck_runs(conn: AsyncConnection, now: datetime, quiet_since: datetime, limit: int) -> Sequence[RowMapping]:
     """Running runs that are stuck, each with its kind and its last sign of life, most urgent kind first, then
     oldest run first: a lease that has passed (kind 0), a human blocker (1), a time budget that has run out

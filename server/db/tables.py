@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import ColumnElement, FromClause
 
 from server.db.types import BigId, Json, UTCDateTime
+from server.vocab import TASK_ENDED_UNAPPROVED
 
 # Stable constraint names, so migrations are the same on every dialect.
 metadata = MetaData(
@@ -155,7 +156,7 @@ def ended_badly(table: FromClause) -> ColumnElement[bool]:
     """A mission's task that failed or was cancelled, which keeps its dependents blocked: the condition of a
     partial index. Values are written out, not bound: SQLite uses a partial index only for a query whose WHERE
     has the index's terms, and a bound parameter never is one."""
-    ended: list[ColumnElement[str]] = [literal_column(f"'{status}'") for status in ("failed", "cancelled")]
+    ended: list[ColumnElement[str]] = [literal_column(f"'{status.value}'") for status in TASK_ENDED_UNAPPROVED]
     return and_(table.c.status.in_(ended), table.c.mission_id.is_not(None))
 
 
