@@ -23,6 +23,7 @@ from server.tools.params import (
     PriorArt,
     Priority,
     Reason,
+    TargetRepo,
     TaskId,
     Uuid,
     items,
@@ -49,7 +50,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     async def jct_enqueue_task(
         objective: Annotated[str, text("What to achieve.", Limits.OBJECTIVE)],
         operation: Annotated[Operation, Field(description="The kind of work.")],
-        target_repo: Annotated[str, text("e.g. myorg/api", Limits.REPO)],
+        target_repo: TargetRepo,
         ctx: Context,
         target_ref: Annotated[str, text("Branch or commit.", Limits.REF)] = "main",
         target_path: Annotated[str, text("Scope in the repo.", Limits.PATH)] = "",

@@ -26,6 +26,7 @@ from server.tools.params import (
     Operation,
     Priority,
     Reason,
+    TargetRepo,
     items,
     text,
 )
@@ -36,7 +37,7 @@ class PlannedTask(BaseModel):
     key: str = text("Unique name.", Limits.TITLE)
     objective: str = text("What to achieve.", Limits.OBJECTIVE)
     operation: Operation = Field(description="The kind of work.")
-    target_repo: str = text("e.g. myorg/api", Limits.REPO)
+    target_repo: TargetRepo
     target_ref: str = Field("main", description="Branch.", json_schema_extra={"maxLength": Limits.REF})
     target_path: str = Field("", description="Scope in the repo.", json_schema_extra={"maxLength": Limits.PATH})
     priority: Priority = "P2"

@@ -12,7 +12,7 @@ from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
 from server.tools.declare import tool
-from server.tools.params import Cursor, RunId, TaskId, uuid
+from server.tools.params import AuditLimit, Cursor, RunId, TaskId, uuid
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -47,7 +47,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"], Field(description="What entity_id names.")
         ],
         entity_id: Annotated[str, uuid("Its id.")],
-        limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 50,
+        limit: AuditLimit = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:
         """Every recorded change to an entity, oldest first: who (actor), what (action), before/after."""

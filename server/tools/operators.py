@@ -15,7 +15,7 @@ from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
 from server.tools.declare import tool
-from server.tools.params import Cursor, Priority, Reason, TaskId, text
+from server.tools.params import AuditLimit, Cursor, Priority, Reason, TaskId, text
 
 # jct_list_stuck shows the 50 most urgent items (the dashboard and `jct stuck` may ask for more).
 STUCK_SHOWN = 50
@@ -58,7 +58,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         entity_kind: Annotated[str | None, text("e.g. Task", 32)] = None,
         since: Annotated[str | None, text("ISO time.", 64)] = None,
         until: Annotated[str | None, text("ISO time.", 64)] = None,
-        limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 50,
+        limit: AuditLimit = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:
         """Audit log, newest first."""

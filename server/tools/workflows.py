@@ -14,7 +14,7 @@ from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
 from server.tools.declare import tool
-from server.tools.params import IdempotencyKey, Priority, text
+from server.tools.params import IdempotencyKey, Priority, TargetRepo, text
 
 MAX_INPUTS = {"maxProperties": workflow_start.MAX_INPUTS}
 
@@ -24,10 +24,10 @@ def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     async def jct_start_workflow(
         name: Annotated[str, text("The workflow.", 64)],
         inputs: Annotated[dict[str, str], Field(description="By input name.", json_schema_extra=MAX_INPUTS)],
-        target_repo: Annotated[str, text("e.g. myorg/api", Limits.REPO)],
+        target_repo: TargetRepo,
         ctx: Context,
         target_ref: Annotated[str, text("Branch.", Limits.REF)] = "main",
-        target_path: Annotated[str, Field(description="Scope.", json_schema_extra={"maxLength": Limits.PATH})] = "",
+        target_path: Annotated[str, text("Scope.", Limits.PATH)] = "",
         priority: Priority = "P2",
         idempotency_key: IdempotencyKey = None,
     ) -> results.WorkflowStarted:
