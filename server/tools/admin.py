@@ -13,6 +13,7 @@ from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, WRITE
+from server.tools.declare import tool
 from server.tools.params import (
     Budget,
     Criterion,
@@ -22,6 +23,7 @@ from server.tools.params import (
     PriorArt,
     Priority,
     Reason,
+    TargetRepo,
     TaskId,
     Uuid,
     items,
@@ -31,11 +33,7 @@ from server.tools.params import (
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_manage_doctrine",
-        annotations=DESTRUCTIVE,
-        description=("Briefing guidance: add/replace, list, show, remove (final)."),
-    )
+    @tool(mcp, DESTRUCTIVE)
     async def jct_manage_doctrine(
         action: Annotated[
             Literal["add", "list", "show", "remove"], Field(description="add replaces; remove is final.")
@@ -45,21 +43,14 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         body: Annotated[str | None, text("For add.", Limits.DOCTRINE_BODY)] = None,
         repo_prefix: Annotated[str | None, text("Also all repos under it", Limits.REPO)] = None,
     ) -> doctrine.DoctrineList:
+        """Briefing guidance: add/replace, list, show, remove (final)."""
         return await doctrine.manage(core, identity.actor(ctx), action, name, body, repo_prefix)
 
-    @mcp.tool(
-        name="jct_enqueue_task",
-        annotations=WRITE,
-        description=(
-            "Add a task. Write objective and acceptance_criteria so another agent can do and check the work "
-            "unaided. mission_id joins a mission (blocked until its depends_on are approved). Undo: "
-            "jct_cancel_task."
-        ),
-    )
+    @tool(mcp, WRITE)
     async def jct_enqueue_task(
         objective: Annotated[str, text("What to achieve.", Limits.OBJECTIVE)],
         operation: Annotated[Operation, Field(description="The kind of work.")],
-        target_repo: Annotated[str, text("e.g. myorg/api", Limits.REPO)],
+        target_repo: TargetRepo,
         ctx: Context,
         target_ref: Annotated[str, text("Branch or commit.", Limits.REF)] = "main",
         target_path: Annotated[str, text("Scope in the repo.", Limits.PATH)] = "",
@@ -76,6 +67,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         prior_art: Annotated[list[PriorArt] | None, items("Earlier work to know of.", Limits.PRIOR_ART)] = None,
         data: Annotated[dict[str, Any] | None, Field(description="Facts (JSON).")] = None,
     ) -> results.Enqueued:
+        """Add a task. Write objective and acceptance_criteria so another agent can do and check the work unaided.
+        mission_id joins a mission (blocked until its depends_on are approved). Undo: jct_cancel_task."""
         return await intake.enqueue_task(
             core,
             identity.actor(ctx),
@@ -98,10 +91,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             data=data,
         )
 
-    @mcp.tool(
-        name="jct_cancel_task",
-        annotations=DESTRUCTIVE,
-        description="Cancel a queued, blocked or running task; its agent's next call fails. Cannot be undone.",
-    )
+    @tool(mcp, DESTRUCTIVE)
     async def jct_cancel_task(task_id: TaskId, reason: Reason, ctx: Context) -> results.Cancelled:
+        """Cancel a queued, blocked or running task; its agent's next call fails. Cannot be undone."""
         return await cancel.cancel_task(core, identity.actor(ctx), task_id, reason)

@@ -12,6 +12,7 @@ from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
+from server.tools.declare import tool
 from server.tools.params import text, uuid
 
 Repo = Annotated[str, text("Repo.", Limits.REPO)]
@@ -22,20 +23,17 @@ MaxChars = Annotated[int, Field(ge=1, le=history.MAX_CHARS, description="Cap.")]
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(name="jct_git_log", annotations=READ, description="Commits of a repo JCT reads, newest first.")
+    @tool(mcp, READ)
     async def jct_git_log(
         repo: Repo,
         ref: Ref = "main",
         path: Path = None,
         limit: Annotated[int, Field(ge=1, le=history.MAX_LOG, description="Count.")] = 20,
     ) -> results.GitLog:
+        """Commits of a repo JCT reads, newest first."""
         return await history.git_log(core, repo, ref, path, limit)
 
-    @mcp.tool(
-        name="jct_git_diff",
-        annotations=READ,
-        description="A run's change (run_id) or repo base..head, read by JCT.",
-    )
+    @tool(mcp, READ)
     async def jct_git_diff(
         run_id: Annotated[str | None, uuid("Run.")] = None,
         repo: Annotated[str | None, text("Repo.", Limits.REPO)] = None,
@@ -44,15 +42,17 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         path: Path = None,
         max_chars: MaxChars = 20_000,
     ) -> results.GitText:
+        """A run's change (run_id) or repo base..head, read by JCT."""
         return await history.git_diff(
             core, run_id=run_id, repo=repo, base=base, head=head, path=path, max_chars=max_chars
         )
 
-    @mcp.tool(name="jct_git_show", annotations=READ, description="A file at a ref, read by JCT.")
+    @tool(mcp, READ)
     async def jct_git_show(
         repo: Repo,
         ref: Ref,
         path: Annotated[str, text("Path.", Limits.PATH)],
         max_chars: MaxChars = 20_000,
     ) -> results.GitText:
+        """A file at a ref, read by JCT."""
         return await history.git_show(core, repo, ref, path, max_chars)

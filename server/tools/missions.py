@@ -13,6 +13,7 @@ from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DESTRUCTIVE, READ, WRITE
+from server.tools.declare import tool
 from server.tools.params import (
     Budget,
     Criterion,
@@ -25,6 +26,7 @@ from server.tools.params import (
     Operation,
     Priority,
     Reason,
+    TargetRepo,
     items,
     text,
 )
@@ -35,7 +37,7 @@ class PlannedTask(BaseModel):
     key: str = text("Unique name.", Limits.TITLE)
     objective: str = text("What to achieve.", Limits.OBJECTIVE)
     operation: Operation = Field(description="The kind of work.")
-    target_repo: str = text("e.g. myorg/api", Limits.REPO)
+    target_repo: TargetRepo
     target_ref: str = Field("main", description="Branch.", json_schema_extra={"maxLength": Limits.REF})
     target_path: str = Field("", description="Scope in the repo.", json_schema_extra={"maxLength": Limits.PATH})
     priority: Priority = "P2"
@@ -57,14 +59,7 @@ class PlannedPhase(BaseModel):
 
 
 def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_create_mission",
-        annotations=WRITE,
-        description=(
-            "Plan a goal as phases of tasks, stored at once. A task is blocked until what it depends_on and all "
-            "earlier phases are approved. Returns mission_id and each key's task_id. Undo: jct_cancel_mission."
-        ),
-    )
+    @tool(mcp, WRITE)
     async def jct_create_mission(
         title: Annotated[str, text("A short name.", Limits.TITLE)],
         goal: Annotated[str, text("What done means.", Limits.SUMMARY)],
@@ -72,6 +67,8 @@ def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         idempotency_key: IdempotencyKey = None,
     ) -> results.MissionCreated:
+        """Plan a goal as phases of tasks, stored at once. A task is blocked until what it depends_on and all earlier
+        phases are approved. Returns mission_id and each key's task_id. Undo: jct_cancel_mission."""
         return await missions.create_mission(
             core,
             identity.actor(ctx),
@@ -83,23 +80,18 @@ def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 
 
 def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_get_mission",
-        annotations=READ,
-        description=(
-            "A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions. "
-            "include=['tasks'] adds its tasks."
-        ),
-    )
+    @tool(mcp, READ)
     async def jct_get_mission(
         mission_id: MissionId,
         include: Annotated[list[Literal["tasks"]] | None, items("Also list its tasks.", 1)] = None,
         phase: Annotated[int | None, Field(ge=0, description="Only this phase's tasks.")] = None,
         since: Annotated[str | None, text("ISO time: only decisions after it.", 64)] = None,
     ) -> results.MissionView:
+        """A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions. include=['tasks']
+        adds its tasks."""
         return await mission_status.get_mission(core, mission_id, include=include, phase=phase, since=since)
 
-    @mcp.tool(name="jct_list_missions", annotations=READ, description="Missions, newest first, with progress.")
+    @tool(mcp, READ)
     async def jct_list_missions(
         status: Annotated[
             Literal["active", "completed", "cancelled", "all"], Field(description="Which missions.")
@@ -107,14 +99,12 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         limit: Limit = 10,
         cursor: Cursor = None,
     ) -> results.MissionList:
+        """Missions, newest first, with progress."""
         return await mission_status.list_missions(core, status=status, limit=limit, cursor=cursor)
 
 
 def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_cancel_mission",
-        annotations=DESTRUCTIVE,
-        description="Cancel a mission and every task of it not yet ended. Cannot be undone.",
-    )
+    @tool(mcp, DESTRUCTIVE)
     async def jct_cancel_mission(mission_id: MissionId, reason: Reason, ctx: Context) -> results.MissionCancelled:
+        """Cancel a mission and every task of it not yet ended. Cannot be undone."""
         return await cancel.cancel_mission(core, identity.actor(ctx), mission_id, reason)

@@ -11,70 +11,49 @@ from server.core import observe, queue, results
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
-from server.tools.params import Cursor, RunId, TaskId, uuid
+from server.tools.declare import tool
+from server.tools.params import AuditLimit, Cursor, RunId, TaskId, uuid
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_get_task",
-        annotations=READ,
-        description="A task: status, attempts, result, error, and its runs, newest first.",
-    )
+    @tool(mcp, READ)
     async def jct_get_task(task_id: TaskId) -> results.TaskView:
+        """A task: status, attempts, result, error, and its runs, newest first."""
         return await observe.get_task(core, task_id)
 
-    @mcp.tool(
-        name="jct_get_run",
-        annotations=READ,
-        description="A run: status, executor, outputs, progress events, artifact ids, verdict.",
-    )
+    @tool(mcp, READ)
     async def jct_get_run(run_id: RunId) -> results.RunView:
+        """A run: status, executor, outputs, progress events, artifact ids, verdict."""
         return await observe.get_run(core, run_id)
 
-    @mcp.tool(
-        name="jct_get_evidence",
-        annotations=READ,
-        description=(
-            "A run's evidence pack: verdict and reason, each check, each criterion with cited artifacts, "
-            "review_state. jct_submit_review takes its id."
-        ),
-    )
+    @tool(mcp, READ)
     async def jct_get_evidence(run_id: RunId) -> results.EvidenceView:
+        """A run's evidence pack: verdict and reason, each check, each criterion with cited artifacts, review_state.
+        jct_submit_review takes its id."""
         return await observe.get_evidence(core, run_id)
 
-    @mcp.tool(
-        name="jct_get_artifact",
-        annotations=READ,
-        description=(
-            "An artifact's content, max_chars from offset; truncated: true with next_offset: call again for more."
-        ),
-    )
+    @tool(mcp, READ)
     async def jct_get_artifact(
         artifact_id: Annotated[str, uuid("The artifact's id.")],
         offset: Annotated[int, Field(ge=0, description="First character.")] = 0,
         max_chars: Annotated[int, Field(ge=1, le=100_000, description="At most this many.")] = 20_000,
     ) -> results.ArtifactContent:
+        """An artifact's content, max_chars from offset; truncated: true with next_offset: call again for more."""
         return await observe.get_artifact(core, artifact_id, offset=offset, max_chars=max_chars)
 
-    @mcp.tool(
-        name="jct_get_audit_trail",
-        annotations=READ,
-        description="Every recorded change to an entity, oldest first: who (actor), what (action), before/after.",
-    )
+    @tool(mcp, READ)
     async def jct_get_audit_trail(
         entity_kind: Annotated[
             Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"], Field(description="What entity_id names.")
         ],
         entity_id: Annotated[str, uuid("Its id.")],
-        limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 50,
+        limit: AuditLimit = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:
+        """Every recorded change to an entity, oldest first: who (actor), what (action), before/after."""
         return await observe.get_audit_trail(core, entity_kind, entity_id, limit=limit, cursor=cursor)
 
-    @mcp.tool(
-        name="jct_queue_stats",
-        annotations=READ,
-        description="Queue health: task counts by status, expired leases, oldest queued task age, pending reviews.",
-    )
+    @tool(mcp, READ)
     async def jct_queue_stats() -> results.QueueStats:
+        """Queue health: task counts by status, expired leases, oldest queued task age, pending reviews."""
         return await queue.queue_stats(core)

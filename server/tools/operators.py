@@ -14,56 +14,54 @@ from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
-from server.tools.params import Cursor, Priority, Reason, TaskId, text
+from server.tools.declare import tool
+from server.tools.params import AuditLimit, Cursor, Priority, Reason, TaskId, text
 
 # jct_list_stuck shows the 50 most urgent items (the dashboard and `jct stuck` may ask for more).
 STUCK_SHOWN = 50
 
 
 def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_requeue_task",
-        annotations=WRITE,
-        description="Requeue failed, cancelled or rejected work; feedback joins its briefing.",
-    )
+    @tool(mcp, WRITE)
     async def jct_requeue_task(
         task_id: TaskId,
         reason: Reason,
         ctx: Context,
         feedback: Annotated[str | None, text("For the next agent.", Limits.REASON)] = None,
     ) -> results.Requeued:
+        """Requeue failed, cancelled or rejected work; feedback joins its briefing."""
         return await operators.requeue_task(core, identity.actor(ctx), task_id, reason, feedback)
 
-    @mcp.tool(name="jct_set_priority", annotations=WRITE, description="Change an open task's priority.")
+    @tool(mcp, WRITE)
     async def jct_set_priority(task_id: TaskId, priority: Priority, ctx: Context) -> results.PrioritySet:
+        """Change an open task's priority."""
         return await operators.set_priority(core, identity.actor(ctx), task_id, priority)
 
 
 def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_list_agents",
-        annotations=READ,
-        description="Agents, their claims and lease ends.",
-    )
+    @tool(mcp, READ)
     async def jct_list_agents(
         active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000, description="Window.")] = 3600,
     ) -> results.AgentList:
+        """Agents, their claims and lease ends."""
         return await operators.list_agents(core, active_within_seconds=active_within_seconds)
 
-    @mcp.tool(name="jct_list_stuck", annotations=READ, description="Work needing a person, with reason and action.")
+    @tool(mcp, READ)
     async def jct_list_stuck() -> results.StuckList:
+        """Work needing a person, with reason and action."""
         return await operators.list_stuck(core, limit=STUCK_SHOWN)
 
-    @mcp.tool(name="jct_search_audit", annotations=READ, description="Audit log, newest first.")
+    @tool(mcp, READ)
     async def jct_search_audit(
         actor_id: Annotated[str | None, text("Who.", 256)] = None,
         action: Annotated[str | None, text("e.g. task.failed", 64)] = None,
         entity_kind: Annotated[str | None, text("e.g. Task", 32)] = None,
         since: Annotated[str | None, text("ISO time.", 64)] = None,
         until: Annotated[str | None, text("ISO time.", 64)] = None,
-        limit: Annotated[int, Field(ge=1, le=200, description="Page size.")] = 50,
+        limit: AuditLimit = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:
+        """Audit log, newest first."""
         return await operators.search_audit(
             core,
             actor_id=actor_id,

@@ -13,29 +13,18 @@ from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DECISIVE, READ
+from server.tools.declare import tool
 from server.tools.params import Cursor, Limit, text, uuid
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_list_pending_reviews",
-        annotations=READ,
-        description=(
-            "Completed runs awaiting review, oldest first (evidence_pack_id, run_id, verdict, summary). Then "
-            "jct_get_evidence and jct_submit_review."
-        ),
-    )
+    @tool(mcp, READ)
     async def jct_list_pending_reviews(limit: Limit = 10, cursor: Cursor = None) -> results.PendingReviews:
+        """Completed runs awaiting review, oldest first (evidence_pack_id, run_id, verdict, summary). Then
+        jct_get_evidence and jct_submit_review."""
         return await review.list_pending_reviews(core, limit=limit, cursor=cursor)
 
-    @mcp.tool(
-        name="jct_submit_review",
-        annotations=DECISIVE,
-        description=(
-            "Decide a pending evidence pack, once: approved (done), rejected (the task fails for good) or "
-            "needs_changes (requeued; your reason goes into its next briefing). REVIEW_NOT_ALLOWED: you ran it."
-        ),
-    )
+    @tool(mcp, DECISIVE)
     async def jct_submit_review(
         evidence_pack_id: Annotated[str, uuid("From jct_list_pending_reviews.")],
         decision: Annotated[
@@ -50,6 +39,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ] = "claude-code",
         override_reason: Annotated[str | None, text("Admin: approve past a gate; audited.", Limits.REASON)] = None,
     ) -> results.ReviewSubmitted:
+        """Decide a pending evidence pack, once: approved (done), rejected (the task fails for good) or needs_changes
+        (requeued; your reason goes into its next briefing). REVIEW_NOT_ALLOWED: you ran it."""
         return await review.submit_review(
             core, identity.actor(ctx), evidence_pack_id, decision, reason, reviewer_name, override_reason
         )

@@ -15,6 +15,7 @@ from server.core.service import Core
 from server.errors import invalid
 from server.identity import Identity
 from server.tools.annotations import READ, RETRY_SAFE, WRITE
+from server.tools.declare import tool
 from server.tools.params import ClaimedRun, Cursor, Limit, OperationFilter, Reason, TaskId, Uuid, items, text
 
 
@@ -62,14 +63,7 @@ Spent = Annotated[dict[str, Any] | None, Field(description="Spent since last rep
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_list_tasks",
-        annotations=READ,
-        description=(
-            "Browse the queue, P0 and oldest first (jct_claim_next simply takes the next). Returns tasks[] and "
-            "next_cursor."
-        ),
-    )
+    @tool(mcp, READ)
     async def jct_list_tasks(
         status: Annotated[
             Literal["blocked", "queued", "running", "completed", "failed", "cancelled", "all"],
@@ -79,55 +73,32 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         limit: Limit = 10,
         cursor: Cursor = None,
     ) -> results.TaskList:
+        """Browse the queue, P0 and oldest first (jct_claim_next simply takes the next). Returns tasks[] and
+        next_cursor."""
         return await queue.list_tasks(core, status=status, operation=operation, limit=limit, cursor=cursor)
 
-    @mcp.tool(
-        name="jct_claim_task",
-        annotations=WRITE,
-        description=(
-            "Claim a queued task by id; exactly one caller wins. Returns run_id (pass it to later calls), the "
-            "briefing (context_packet) and lease_expires_at. Undo: jct_release_task. TASK_ALREADY_CLAIMED: use "
-            "jct_claim_next."
-        ),
-    )
+    @tool(mcp, WRITE)
     async def jct_claim_task(task_id: TaskId, ctx: Context) -> results.Claim:
+        """Claim a queued task by id; exactly one caller wins. Returns run_id (pass it to later calls), the briefing
+        (context_packet) and lease_expires_at. Undo: jct_release_task. TASK_ALREADY_CLAIMED: use jct_claim_next."""
         return await queue.claim_task(core, identity.actor(ctx), task_id)
 
-    @mcp.tool(
-        name="jct_claim_next",
-        annotations=WRITE,
-        description=(
-            "Claim the highest-priority eligible task; the result of jct_claim_task plus claimed: true. "
-            "claimed: false: nothing left for you, stop."
-        ),
-    )
+    @tool(mcp, WRITE)
     async def jct_claim_next(
         ctx: Context,
         operation: OperationFilter = None,
         repo_prefix: Annotated[str | None, text("Only target_repos starting with this.", Limits.REPO)] = None,
     ) -> results.ClaimNext:
+        """Claim the highest-priority eligible task; the result of jct_claim_task plus claimed: true. claimed: false:
+        nothing left for you, stop."""
         return await queue.claim_next(core, identity.actor(ctx), operation=operation, repo_prefix=repo_prefix)
 
-    @mcp.tool(
-        name="jct_get_context",
-        annotations=READ,
-        description=(
-            "Re-read a task's briefing: issue, context_packet (with review_feedback), constraints, doctrine to follow."
-        ),
-    )
+    @tool(mcp, READ)
     async def jct_get_context(task_id: TaskId) -> results.TaskContext:
+        """Re-read a task's briefing: issue, context_packet (with review_feedback), constraints, doctrine to follow."""
         return await observe.get_context(core, task_id)
 
-    @mcp.tool(
-        name="jct_report_artifact",
-        annotations=WRITE,
-        description=(
-            "Record an output of your claimed task (content, or a remote uri); renews the lease; kept for good. "
-            "The prover wants a code_patch or commit for code_change, a doc for docs, a report for analysis, a "
-            "log or report for ops. Returns artifact_id: cite it in criteria_results. LEASE_EXPIRED: stop. "
-            "PAYLOAD_TOO_LARGE: split it or give a uri."
-        ),
-    )
+    @tool(mcp, WRITE)
     async def jct_report_artifact(
         task_id: TaskId,
         title: Annotated[str, text("A short name.", Limits.TITLE)],
@@ -141,6 +112,10 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         media_type: Annotated[str, text("e.g. text/x-diff.", Limits.MEDIA_TYPE)] = "text/plain",
         run_id: ClaimedRun = None,
     ) -> results.ArtifactReported:
+        """Record an output of your claimed task (content, or a remote uri); renews the lease; kept for good. The prover
+        wants a code_patch or commit for code_change, a doc for docs, a report for analysis, a log or report for ops.
+        Returns artifact_id: cite it in criteria_results. LEASE_EXPIRED: stop. PAYLOAD_TOO_LARGE: split it or give a
+        uri."""
         return await work.report_artifact(
             core,
             identity.actor(ctx),
@@ -153,15 +128,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             run_id=run_id,
         )
 
-    @mcp.tool(
-        name="jct_report_progress",
-        annotations=WRITE,
-        description=(
-            "Post a note on your claimed task and renew its lease: every few minutes, or the lease lapses and "
-            "the task is requeued. kind decision: data {decision, rationale, alternatives}, read by later mission "
-            "tasks. blocker: data {requires_human: true} holds approval for a person."
-        ),
-    )
+    @tool(mcp, WRITE)
     async def jct_report_progress(
         task_id: TaskId,
         message: Annotated[str, text("What happened.", Limits.MESSAGE)],
@@ -174,6 +141,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         data: Annotated[dict[str, Any] | None, Field(description="Structured detail; see kind.")] = None,
         telemetry: Spent = None,
     ) -> results.ProgressReported:
+        """Post a note on your claimed task and renew its lease: every few minutes, or the lease lapses and the task is
+        requeued. kind decision: data {decision, rationale, alternatives}, read by later mission tasks. blocker: data
+        {requires_human: true} holds approval for a person."""
         return await work.report_progress(
             core,
             identity.actor(ctx),
@@ -186,16 +156,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             telemetry=telemetry,
         )
 
-    @mcp.tool(
-        name="jct_complete_task",
-        annotations=RETRY_SAFE,
-        description=(
-            "Finish your claimed task (success=false with error_message if you could not). Runs the prover "
-            "(verdict pass/partial/fail) and the review policy; a criterion counts as satisfied only with an "
-            "artifact of this run cited in criteria_results. Final for the run; a retry returns the recorded "
-            "outcome (duplicate: true)."
-        ),
-    )
+    @tool(mcp, RETRY_SAFE)
     async def jct_complete_task(
         task_id: TaskId,
         success: Annotated[bool, Field(description="false: you could not.")],
@@ -209,6 +170,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ] = None,
         run_id: ClaimedRun = None,
     ) -> results.Completion:
+        """Finish your claimed task (success=false with error_message if you could not). Runs the prover (verdict
+        pass/partial/fail) and the review policy; a criterion counts as satisfied only with an artifact of this run
+        cited in criteria_results. Final for the run; a retry returns the recorded outcome (duplicate: true)."""
         return await completion.complete_task(
             core,
             identity.actor(ctx),
@@ -226,18 +190,13 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             run_id=run_id,
         )
 
-    @mcp.tool(
-        name="jct_release_task",
-        annotations=WRITE,
-        description=(
-            "Give your claim back, no penalty: the task is requeued for others. Tried and failed? Use "
-            "jct_complete_task(success=false)."
-        ),
-    )
+    @tool(mcp, WRITE)
     async def jct_release_task(
         task_id: TaskId,
         reason: Reason,
         ctx: Context,
         run_id: ClaimedRun = None,
     ) -> results.Released:
+        """Give your claim back, no penalty: the task is requeued for others. Tried and failed? Use
+        jct_complete_task(success=false)."""
         return await work.release_task(core, identity.actor(ctx), task_id, reason, run_id=run_id)

@@ -13,27 +13,25 @@ from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
-from server.tools.params import IdempotencyKey, Priority, text
+from server.tools.declare import tool
+from server.tools.params import IdempotencyKey, Priority, TargetRepo, text
 
 MAX_INPUTS = {"maxProperties": workflow_start.MAX_INPUTS}
 
 
 def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(
-        name="jct_start_workflow",
-        annotations=WRITE,
-        description=("Start a workflow (jct_list_workflows): a mission, a task per step. Undo: jct_cancel_mission."),
-    )
+    @tool(mcp, WRITE)
     async def jct_start_workflow(
         name: Annotated[str, text("The workflow.", 64)],
         inputs: Annotated[dict[str, str], Field(description="By input name.", json_schema_extra=MAX_INPUTS)],
-        target_repo: Annotated[str, text("e.g. myorg/api", Limits.REPO)],
+        target_repo: TargetRepo,
         ctx: Context,
         target_ref: Annotated[str, text("Branch.", Limits.REF)] = "main",
-        target_path: Annotated[str, Field(description="Scope.", json_schema_extra={"maxLength": Limits.PATH})] = "",
+        target_path: Annotated[str, text("Scope.", Limits.PATH)] = "",
         priority: Priority = "P2",
         idempotency_key: IdempotencyKey = None,
     ) -> results.WorkflowStarted:
+        """Start a workflow (jct_list_workflows): a mission, a task per step. Undo: jct_cancel_mission."""
         return await workflow_start.start_workflow(
             core,
             identity.actor(ctx),
@@ -48,6 +46,7 @@ def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 
 
 def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
-    @mcp.tool(name="jct_list_workflows", annotations=READ, description="Workflows to start, with their inputs.")
+    @tool(mcp, READ)
     async def jct_list_workflows() -> results.WorkflowList:
+        """Workflows to start, with their inputs."""
         return workflow_start.list_workflows(core)
