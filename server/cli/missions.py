@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from server.cli.common import fail, run_core
+from server.cli.options import limit_option, status_option
 from server.cli.render import console, fields
 from server.core import mission_status, missions, results
 from server.core.models import parse_id
@@ -51,10 +52,7 @@ def plan(
         console.print(f"  {task.key or '-':<20} {task.task_id}  phase {task.phase}  {task.status}")
 
 
-def missions_command(
-    status: str = typer.Option("active", help=f"One of: {', '.join(MISSION_STATUSES)}."),
-    limit: int = typer.Option(20, help="At most this many (1..100)."),
-) -> None:
+def missions_command(status: str = status_option("active", MISSION_STATUSES), limit: int = limit_option()) -> None:
     """List missions, newest first, with their progress."""
     page = run_core(lambda core, _actor: mission_status.list_missions(core, status=status, limit=limit))
     table = Table(title=f"{page.count} mission(s), status {status}", box=box.SIMPLE_HEAD)

@@ -7,6 +7,7 @@ import typer
 
 from server.cli import render
 from server.cli.common import run_core
+from server.cli.options import limit_option
 from server.cli.render import console
 from server.core import cancel, operators
 
@@ -47,7 +48,7 @@ def agents(within: int = typer.Option(3600, help="Agents with a run in the last 
     )
 
 
-def stuck(limit: int = typer.Option(50, help="At most this many (1..200).")) -> None:
+def stuck(limit: int = limit_option(50, 200)) -> None:
     """Work that needs a person, each with its reason and the action to take."""
     console.print(render.stuck(run_core(lambda core, _actor: operators.list_stuck(core, limit=limit))))
 
@@ -60,7 +61,7 @@ def audit(
     ),
     since: str | None = typer.Option(None, help="From this ISO 8601 time."),
     until: str | None = typer.Option(None, help="Before this ISO 8601 time."),
-    limit: int = typer.Option(50, help="At most this many (1..200)."),
+    limit: int = limit_option(50, 200),
     cursor: str | None = typer.Option(None, help="The next page: the cursor the previous page printed."),
 ) -> None:
     """Search the audit log, newest first."""

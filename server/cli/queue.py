@@ -9,6 +9,7 @@ import typer
 
 from server.cli import render
 from server.cli.common import fail, run_core
+from server.cli.options import limit_option, status_option
 from server.cli.render import console
 from server.core import intake, observe, queue, review, revise
 from server.core.models import parse_id
@@ -65,10 +66,7 @@ def enqueue(
     console.print(f"enqueued task {result.task_id} status={result.status} issue={result.cwom_issue_id}{note}")
 
 
-def tasks(
-    status: str = typer.Option("queued", help=f"One of: {', '.join(STATUSES)}."),
-    limit: int = typer.Option(20, help="At most this many (1..100)."),
-) -> None:
+def tasks(status: str = status_option("queued", STATUSES), limit: int = limit_option()) -> None:
     """List tasks, highest priority first."""
     page = run_core(lambda core, _actor: queue.list_tasks(core, status=status, limit=limit))
     console.print(render.tasks(page, status))
@@ -99,7 +97,7 @@ def stats() -> None:
     console.print(render.stats(run_core(lambda core, _actor: queue.queue_stats(core))))
 
 
-def reviews(limit: int = typer.Option(20, help="At most this many (1..100).")) -> None:
+def reviews(limit: int = limit_option()) -> None:
     """Evidence packs awaiting a review decision, oldest first."""
     console.print(render.reviews(run_core(lambda core, _actor: review.list_pending_reviews(core, limit=limit))))
 

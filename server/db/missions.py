@@ -349,13 +349,7 @@ async def artifacts_of_dependencies(conn: AsyncConnection, task_id: str, limit: 
     each with its task's id and workflow step."""
     deps, runs, art, tasks = t.task_dependencies, t.runs, t.artifacts, t.tasks
     query = (
-        select(
-            art.c.id,
-            art.c.title,
-            art.c.type,
-            art.c.task_id,
-            tasks.c.step,
-        )
+        select(art.c.id, art.c.title, art.c.type, art.c.task_id, tasks.c.step)
         .join(deps, deps.c.depends_on == art.c.task_id)
         .join(runs, runs.c.id == art.c.run_id)
         .join(tasks, tasks.c.id == art.c.task_id)
