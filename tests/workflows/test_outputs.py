@@ -12,17 +12,17 @@ import pytest
 from mcp import Client
 
 from server.core import prover
+from tests.support.flows import workflow_yaml
 from tests.tools.conftest import ClientFactory, connect, ok
 
 pytestmark = pytest.mark.anyio
 __all__ = ["connect"]
 
-FLOW = """\
-name: survey
-summary: Survey a module
-inputs:
-  - {name: module, required: true}
-steps:
+FLOW = workflow_yaml(
+    "survey",
+    "Survey a module",
+    "module",
+    """\
   - id: survey
     operation: analysis
     objective: "Survey {module}"
@@ -36,7 +36,8 @@ steps:
           required: [risk]
           properties:
             risk: {enum: [low, high]}
-"""
+""",
+)
 
 
 @pytest.fixture
