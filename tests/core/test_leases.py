@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from sqlalchemy import func, select, update
 
@@ -18,9 +17,8 @@ from server.config import Settings
 from server.core import completion, queue, sweeper, work
 from server.core.service import Core
 from server.db import tables
-from server.db.engine import Database
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, snapshot
+from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, race, separate_cores, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -257,25 +255,14 @@ async def test_two_sweepers_racing_expire_each_run_exactly_once(core: Core, make
     for _ in task_ids:
         assert (await queue.claim_next(core, ALICE)).claimed
     await expire_leases(core)
-    settings = make_settings()
-    sweepers = [Core.build(settings, Database(settings.database_url, pool_size=2, max_overflow=0)) for _ in range(2)]
     expired: list[int] = []
 
-    async def sweep(c: Core, start: anyio.Event) -> None:
-        await start.wait()
+    async def sweep(c: Core, _n: int) -> None:
         for _ in range(5):
             expired.append((await sweeper.sweep_expired_leases(c)).expired)
 
-    try:
-        start = anyio.Event()
-        with anyio.fail_after(120):
-            async with anyio.create_task_group() as tg:
-                for c in sweepers:
-                    tg.start_soon(sweep, c, start)
-                start.set()
-    finally:
-        for c in sweepers:
-            await c.db.dispose()
+    async with separate_cores(make_settings(), 2, pool_size=2) as sweepers:
+        await race(sweepers, sweep)
 
     assert sum(expired) == 30
     log = tables.audit_log
