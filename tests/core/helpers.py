@@ -30,6 +30,11 @@ PATCH = """diff --git a/src/app.py b/src/app.py
 """
 
 
+def satisfied_by(*artifact_ids: str) -> list[dict[str, Any]]:
+    """criteria_results for a completion: the first acceptance criterion satisfied, citing these artifacts."""
+    return [{"criterion": 0, "status": "satisfied", "evidence": list(artifact_ids)}]
+
+
 async def enqueue(core: Core, **overrides: Any) -> str:
     fields: dict[str, Any] = {
         "objective": "Add input validation",

@@ -14,7 +14,7 @@ from server.core.models import Actor
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, PATCH, built_core, count, enqueue, snapshot
+from tests.core.helpers import ALICE, BOB, PATCH, built_core, count, enqueue, satisfied_by, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,7 @@ async def complete(core: Core, *, verdict: str = "pass", actor: Actor = ALICE) -
     task_id = await enqueue(core)
     await queue.claim_task(core, actor, task_id)
     patch = await work.report_artifact(core, actor, task_id, title="Patch", artifact_type="code_patch", content=PATCH)
-    claims = [{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}] if verdict == "pass" else []
+    claims = satisfied_by(patch.artifact_id) if verdict == "pass" else []
     done = await completion.complete_task(core, actor, task_id, success=True, summary="done", criteria_results=claims)
     assert done.evidence_pack.verdict == verdict
     return done
