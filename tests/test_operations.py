@@ -23,15 +23,12 @@ from server.config import Settings
 from server.db.engine import Database
 from server.db.tables import runs, tasks
 from server.shutdown import draining_server
+from tests.support.servers import serve
 from tests.transports.conftest import (
     call,
     call_error,
-    free_port,
     http_server,
-    open_serve,
     server_env,
-    stop_process,
-    wait_ready,
 )
 
 pytestmark = pytest.mark.anyio
@@ -229,22 +226,14 @@ async def test_shutdown_lets_a_running_call_finish_and_takes_no_one_new(
 async def test_sigterm_exits_cleanly_and_leaves_claims_claimed(database_url: str, tmp_path: Path) -> None:
     """A replica stopped by SIGTERM neither releases nor corrupts its claims: they stay running, with
     their leases, until the leases run out and a sweeper requeues them. Logs are JSON lines throughout."""
-    port = free_port()
     env = server_env(database_url, tmp_path, log_format="json", log_level="INFO")
-    log_path = tmp_path / "serve.log"
-    with anyio.fail_after(LIMIT), log_path.open("wb") as log:
-        process = await open_serve(port, env, tmp_path, log)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            assert await wait_ready(process, base), log_path.read_text()
-            async with Client(f"{base}/mcp", mode="legacy") as agent:
-                await call(agent, "jct_enqueue_task", **TASK)
-                claimed = await call(agent, "jct_claim_next")
-                process.send_signal(signal.SIGTERM)
-                # uvicorn shuts down gracefully, then re-raises the signal: the exit status says SIGTERM.
-                assert await process.wait() in (0, -signal.SIGTERM)
-        finally:
-            await stop_process(process)
+    with anyio.fail_after(LIMIT):
+        async with serve(env, tmp_path) as server, Client(server.mcp_url, mode="legacy") as agent:
+            await call(agent, "jct_enqueue_task", **TASK)
+            claimed = await call(agent, "jct_claim_next")
+            server.process.send_signal(signal.SIGTERM)
+            # uvicorn shuts down gracefully, then re-raises the signal: the exit status says SIGTERM.
+            assert await server.process.wait() in (0, -signal.SIGTERM)
 
     db = Database(database_url)
     try:
@@ -257,7 +246,7 @@ async def test_sigterm_exits_cleanly_and_leaves_claims_claimed(database_url: str
     assert run["status"] == "running"
     assert run["lease_expires_at"] is not None
 
-    lines = log_path.read_text().strip().splitlines()
+    lines = server.log().strip().splitlines()
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all({"time", "level", "logger", "message"} <= set(record) for record in records)
     messages = [record["message"] for record in records]

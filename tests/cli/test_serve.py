@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support.command import jct, local_env, one_error_line
+from tests.support.command import jct, local_env, one_error_line, piped_process
 from tests.transports.conftest import free_port, server_env, subprocess_env
 
 pytestmark = pytest.mark.anyio
@@ -66,8 +66,7 @@ async def test_stdio_writes_only_protocol_messages_to_stdout(tmp_path: Path) -> 
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
     }
     env = subprocess_env(local_env(tmp_path) | {"JCT_LOG_LEVEL": "DEBUG"})
-    process = await anyio.open_process([sys.executable, "-m", "server", "serve", "--stdio"], env=env, cwd=tmp_path)
-    try:
+    async with piped_process([sys.executable, "-m", "server", "serve", "--stdio"], env, tmp_path) as process:
         assert process.stdin is not None
         assert process.stdout is not None
         assert process.stderr is not None
@@ -92,11 +91,6 @@ async def test_stdio_writes_only_protocol_messages_to_stdout(tmp_path: Path) -> 
                     received += chunk
             stderr = b"".join(errors).decode()
             assert await process.wait() == 0, stderr
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.wait()
     messages = [json.loads(line) for line in received.decode().splitlines()]
     assert messages[0]["id"] == 1
     assert messages[0]["result"]["serverInfo"]["name"] == "jct"

@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from tests.support.command import piped_process
 from tests.transports.conftest import server_env, subprocess_env
 
 pytestmark = pytest.mark.anyio
@@ -37,8 +38,7 @@ PROBE = (
 
 async def start_once(env: dict[str, str], cwd: Path) -> tuple[dict[str, object], str]:
     """Start the probe, send initialize, close stdin: (the initialize answer, stderr)."""
-    process = await anyio.open_process([sys.executable, "-c", PROBE], env=env, cwd=cwd)
-    try:
+    async with piped_process([sys.executable, "-c", PROBE], env, cwd) as process:
         assert process.stdin is not None
         assert process.stdout is not None
         assert process.stderr is not None
@@ -50,11 +50,6 @@ async def start_once(env: dict[str, str], cwd: Path) -> tuple[dict[str, object],
             await process.stdin.aclose()
             stderr = b"".join([chunk async for chunk in process.stderr]).decode()
             assert await process.wait() == 0, stderr
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.wait()
     return json.loads(received.decode().splitlines()[0]), stderr
 
 

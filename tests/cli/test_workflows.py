@@ -10,19 +10,20 @@ from pathlib import Path
 import pytest
 
 from tests.support.command import jct, local_env, one_error_line
+from tests.support.flows import workflow_yaml
 
 pytestmark = pytest.mark.anyio
 
-GOOD = """\
-name: notes
-summary: Write release notes
-inputs:
-  - {name: version, required: true}
-steps:
+GOOD = workflow_yaml(
+    "notes",
+    "Write release notes",
+    "version",
+    """\
   - id: write
     operation: docs
     objective: "Notes for {version}"
-"""
+""",
+)
 
 
 def env(tmp_path: Path) -> dict[str, str]:

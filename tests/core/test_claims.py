@@ -7,11 +7,9 @@ database arbitrates between them, not a lock inside this process.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-import anyio
 import pytest
 from sqlalchemy import func, select, update
 
@@ -20,27 +18,12 @@ from server.core import completion, queue
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
-from server.db.engine import Database
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, count, enqueue
+from tests.core.helpers import ALICE, BOB, count, enqueue, race, separate_cores
 
 pytestmark = pytest.mark.anyio
 
 SettingsFactory = Callable[..., Settings]
-
-
-@asynccontextmanager
-async def separate_cores(settings: Settings, n: int) -> AsyncIterator[list[Core]]:
-    """n Cores, each on its own engine with a single connection, opened before the caller starts racing."""
-    cores = [Core.build(settings, Database(settings.database_url, pool_size=1, max_overflow=0)) for _ in range(n)]
-    try:
-        for c in cores:  # connect now, so the race is about the claim and not about connecting
-            async with c.db.read() as conn:
-                await conn.exec_driver_sql("SELECT 1")
-        yield cores
-    finally:
-        for c in cores:
-            await c.db.dispose()
 
 
 async def runs_per_task(core: Core) -> dict[str, int]:
@@ -72,13 +55,11 @@ async def test_fifty_claimers_on_separate_connections_produce_exactly_one_winner
     core: Core, make_settings: SettingsFactory
 ) -> None:
     task_id = await enqueue(core)
-    start = anyio.Event()
     winners: list[str] = []
     losers: list[ErrorCode] = []
 
     async def claimer(c: Core, n: int) -> None:
         actor = Actor(actor_id=f"agent-{n}", session=f"agent-{n}")
-        await start.wait()
         try:
             claim = await queue.claim_task(c, actor, task_id)
         except JctError as err:
@@ -87,11 +68,7 @@ async def test_fifty_claimers_on_separate_connections_produce_exactly_one_winner
             winners.append(claim.run_id)
 
     async with separate_cores(make_settings(), 50) as cores:
-        with anyio.fail_after(120):
-            async with anyio.create_task_group() as tg:
-                for n, c in enumerate(cores):
-                    tg.start_soon(claimer, c, n)
-                start.set()
+        await race(cores, claimer)
 
     assert len(winners) == 1
     assert losers == [ErrorCode.TASK_ALREADY_CLAIMED] * 49
@@ -104,12 +81,10 @@ async def test_twenty_workers_drain_five_hundred_tasks_each_claimed_and_complete
     core: Core, make_settings: SettingsFactory
 ) -> None:
     task_ids = {await enqueue(core, objective=f"task {n}") for n in range(500)}
-    start = anyio.Event()
     done_by: dict[str, list[str]] = {}
 
     async def worker(c: Core, n: int) -> None:
         actor = Actor(actor_id=f"worker-{n}", session=f"worker-{n}")
-        await start.wait()
         while True:
             claim = await queue.claim_next(c, actor)
             if not claim.claimed:
@@ -119,11 +94,7 @@ async def test_twenty_workers_drain_five_hundred_tasks_each_claimed_and_complete
             await completion.complete_task(c, actor, claim.task_id, success=True, summary="done")
 
     async with separate_cores(make_settings(), 20) as cores:
-        with anyio.fail_after(300):
-            async with anyio.create_task_group() as tg:
-                for n, c in enumerate(cores):
-                    tg.start_soon(worker, c, n)
-                start.set()
+        await race(cores, worker, seconds=300)
 
     assert set(done_by) == task_ids
     assert all(len(actors) == 1 for actors in done_by.values())

@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 import pytest
 
 from server.config import Settings
 from server.core import intake, queue, results
 from server.core.service import Core
-from server.db.engine import Database
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ADMIN, ALICE, count, enqueue, snapshot
+from tests.core.helpers import ADMIN, ALICE, count, enqueue, race, separate_cores, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -72,27 +70,13 @@ async def test_different_keys_make_different_tasks(core: Core) -> None:
 
 
 async def test_ten_concurrent_enqueues_with_one_key_make_one_task(core: Core, make_settings: SettingsFactory) -> None:
-    settings = make_settings()
-    cores = [Core.build(settings, Database(settings.database_url, pool_size=1, max_overflow=0)) for _ in range(10)]
     outcomes: list[results.Enqueued] = []
 
-    async def enqueuer(c: Core, start: anyio.Event) -> None:
-        await start.wait()
+    async def enqueuer(c: Core, _n: int) -> None:
         outcomes.append(await intake.enqueue_task(c, ADMIN, **VALID, idempotency_key="once"))
 
-    try:
-        for c in cores:
-            async with c.db.read() as conn:
-                await conn.exec_driver_sql("SELECT 1")
-        start = anyio.Event()
-        with anyio.fail_after(120):
-            async with anyio.create_task_group() as tg:
-                for c in cores:
-                    tg.start_soon(enqueuer, c, start)
-                start.set()
-    finally:
-        for c in cores:
-            await c.db.dispose()
+    async with separate_cores(make_settings(), 10) as cores:
+        await race(cores, enqueuer)
 
     assert len({o.task_id for o in outcomes}) == 1
     assert sorted(o.duplicate for o in outcomes) == [False] + [True] * 9

@@ -15,7 +15,7 @@ from server.core import completion, observe, queue, work
 from server.core.service import Core
 from server.db import tables
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, PATCH, enqueue, snapshot
+from tests.core.helpers import ALICE, PATCH, built_core, enqueue, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -25,11 +25,8 @@ MAX_BYTES = 1024  # the smallest JCT_MAX_ARTIFACT_BYTES allowed
 
 @pytest.fixture
 async def small(make_settings: SettingsFactory) -> AsyncIterator[Core]:
-    built = Core.build(make_settings(max_artifact_bytes=MAX_BYTES))
-    try:
+    async with built_core(make_settings(max_artifact_bytes=MAX_BYTES)) as built:
         yield built
-    finally:
-        await built.db.dispose()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from sqlalchemy import func, select, update
 
@@ -18,9 +17,8 @@ from server.config import Settings
 from server.core import completion, queue, sweeper, work
 from server.core.service import Core
 from server.db import tables
-from server.db.engine import Database
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, snapshot
+from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, race, separate_cores, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -102,16 +100,16 @@ async def state(core: Core, task_id: str) -> tuple[Any, ...]:
     return await snapshot(core), await task_row(core, task_id), await run_rows(core, task_id)
 
 
-@LATE_CALLS
-async def test_a_stale_agent_whose_task_was_reclaimed_gets_lease_expired_and_changes_nothing(
-    core: Core, late_call: LateCall
-) -> None:
+async def claimed_and_expired(core: Core) -> tuple[str, str]:
+    """A task Alice claimed and whose lease then ran out; (task_id, run_id)."""
     task_id = await enqueue(core)
-    stale = await queue.claim_task(core, ALICE, task_id)
+    claim = await queue.claim_task(core, ALICE, task_id)
     await expire_leases(core, task_id)
-    assert (await sweeper.sweep_expired_leases(core)).requeued == 1
-    fresh = await queue.claim_next(core, BOB)
-    assert fresh.task_id == task_id
+    return task_id, claim.run_id
+
+
+async def assert_refused_as_expired(core: Core, late_call: LateCall, task_id: str, run_id: str) -> None:
+    """The late call is refused LEASE_EXPIRED, and neither the database nor the run's trace files change."""
     before = await state(core, task_id)
 
     with pytest.raises(JctError) as err:
@@ -119,34 +117,42 @@ async def test_a_stale_agent_whose_task_was_reclaimed_gets_lease_expired_and_cha
 
     assert err.value.code is ErrorCode.LEASE_EXPIRED
     assert await state(core, task_id) == before
-    assert files_under(core.store.run_dir(stale.run_id)) == []
+    assert files_under(core.store.run_dir(run_id)) == []
+
+
+@LATE_CALLS
+async def test_a_stale_agent_whose_task_was_reclaimed_gets_lease_expired_and_changes_nothing(
+    core: Core, late_call: LateCall
+) -> None:
+    task_id, stale_run = await claimed_and_expired(core)
+    assert (await sweeper.sweep_expired_leases(core)).requeued == 1
+    fresh = await queue.claim_next(core, BOB)
+    assert fresh.task_id == task_id
+    await assert_refused_as_expired(core, late_call, task_id, stale_run)
 
 
 @LATE_CALLS
 async def test_a_claimant_whose_lease_passed_before_any_sweep_gets_lease_expired(
     core: Core, late_call: LateCall
 ) -> None:
-    task_id = await enqueue(core)
-    claim = await queue.claim_task(core, ALICE, task_id)
-    await expire_leases(core, task_id)
-    before = await state(core, task_id)
-
-    with pytest.raises(JctError) as err:
-        await late_call(core, task_id)
-
-    assert err.value.code is ErrorCode.LEASE_EXPIRED
-    assert await state(core, task_id) == before
-    assert files_under(core.store.run_dir(claim.run_id)) == []
+    task_id, run_id = await claimed_and_expired(core)
+    await assert_refused_as_expired(core, late_call, task_id, run_id)
     # The sweeper still finds the run: the failed call did not revive the lease.
     assert (await sweeper.sweep_expired_leases(core)).expired == 1
+
+
+async def lease_ends_in_a_minute(core: Core, run_id: str) -> datetime:
+    """Time passes: the run's lease now ends a minute from now; when that is."""
+    soon = datetime.now(UTC) + timedelta(seconds=60)
+    async with core.db.write() as conn:
+        await conn.execute(update(tables.runs).where(tables.runs.c.id == run_id).values(lease_expires_at=soon))
+    return soon
 
 
 async def test_progress_renews_the_lease(core: Core) -> None:
     task_id = await enqueue(core)
     claim = await queue.claim_task(core, ALICE, task_id)
-    soon = datetime.now(UTC) + timedelta(seconds=60)
-    async with core.db.write() as conn:
-        await conn.execute(update(tables.runs).where(tables.runs.c.id == claim.run_id).values(lease_expires_at=soon))
+    soon = await lease_ends_in_a_minute(core, claim.run_id)
 
     progress = await work.report_progress(core, ALICE, task_id, message="halfway", progress=50)
 
@@ -159,9 +165,7 @@ async def test_progress_renews_the_lease(core: Core) -> None:
 async def test_reporting_an_artifact_renews_the_lease_too(core: Core) -> None:
     task_id = await enqueue(core)
     claim = await queue.claim_task(core, ALICE, task_id)
-    soon = datetime.now(UTC) + timedelta(seconds=60)
-    async with core.db.write() as conn:
-        await conn.execute(update(tables.runs).where(tables.runs.c.id == claim.run_id).values(lease_expires_at=soon))
+    soon = await lease_ends_in_a_minute(core, claim.run_id)
 
     reported = await work.report_artifact(
         core, ALICE, task_id, title="Patch", artifact_type="code_patch", content=PATCH
@@ -257,25 +261,14 @@ async def test_two_sweepers_racing_expire_each_run_exactly_once(core: Core, make
     for _ in task_ids:
         assert (await queue.claim_next(core, ALICE)).claimed
     await expire_leases(core)
-    settings = make_settings()
-    sweepers = [Core.build(settings, Database(settings.database_url, pool_size=2, max_overflow=0)) for _ in range(2)]
     expired: list[int] = []
 
-    async def sweep(c: Core, start: anyio.Event) -> None:
-        await start.wait()
+    async def sweep(c: Core, _n: int) -> None:
         for _ in range(5):
             expired.append((await sweeper.sweep_expired_leases(c)).expired)
 
-    try:
-        start = anyio.Event()
-        with anyio.fail_after(120):
-            async with anyio.create_task_group() as tg:
-                for c in sweepers:
-                    tg.start_soon(sweep, c, start)
-                start.set()
-    finally:
-        for c in sweepers:
-            await c.db.dispose()
+    async with separate_cores(make_settings(), 2, pool_size=2) as sweepers:
+        await race(sweepers, sweep)
 
     assert sum(expired) == 30
     log = tables.audit_log

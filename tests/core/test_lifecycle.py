@@ -7,7 +7,7 @@ import pytest
 from server.core import completion, observe, queue, review, work
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue
+from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, satisfied_by
 
 pytestmark = pytest.mark.anyio
 
@@ -24,12 +24,7 @@ async def test_happy_path_ends_auto_approved_with_a_passing_evidence_pack(core: 
         core, ALICE, task_id, title="Tests", artifact_type="log", content="==== 3 passed in 0.1s ===="
     )
     done = await completion.complete_task(
-        core,
-        ALICE,
-        task_id,
-        success=True,
-        summary="Validated emails",
-        criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}],
+        core, ALICE, task_id, success=True, summary="Validated emails", criteria_results=satisfied_by(patch.artifact_id)
     )
     assert (done.task_status, done.run_status, done.evidence_pack.verdict) == ("completed", "done", "pass")
     assert done.review.status == "auto_approved"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,8 +12,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
 from sqlalchemy import func, select
 
 from server.config import Settings
@@ -22,38 +19,17 @@ from server.core import queue, sweeper
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import ALICE, count, enqueue
+from tests.support.lines import REPO, LineProcess, line_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SettingsFactory = Callable[..., Settings]
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("claimer_proc.py")
 
 
-class Worker:
-    """One claimer_proc.py process: its stdout read line by line, its stderr kept in a file for failures."""
-
-    def __init__(self, process: Process, stderr: Path) -> None:
-        assert process.stdout is not None
-        self.process = process
-        self.stdout = BufferedByteReceiveStream(process.stdout)
-        self.stderr = stderr
-
-    async def line(self) -> str:
-        """The next line, without its newline."""
-        try:
-            raw = await self.stdout.receive_until(b"\n", 1 << 20)
-        except (anyio.EndOfStream, anyio.IncompleteRead):
-            raise AssertionError(f"worker exited early; stderr:\n{self.stderr.read_text()}") from None
-        return raw.decode()
-
-    async def send(self, text: str) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(text.encode())
-
-
 @asynccontextmanager
-async def worker(settings: Settings, tmp_path: Path, *args: str, **env: str) -> AsyncIterator[Worker]:
+async def worker(settings: Settings, tmp_path: Path, *args: str, **env: str) -> AsyncIterator[LineProcess]:
+    """A claimer_proc.py process: its stdout read line by line, its stderr kept in a file for failures."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("JCT_") and k != "DATABASE_URL"}
     environ.update(
         PYTHONPATH=str(REPO),
@@ -63,23 +39,8 @@ async def worker(settings: Settings, tmp_path: Path, *args: str, **env: str) -> 
         **env,
     )
     stderr = tmp_path / f"worker-{'-'.join(args)}.stderr"
-    with stderr.open("wb") as err:
-        process = await anyio.open_process(
-            [sys.executable, str(SCRIPT), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            cwd=str(REPO),
-            env=environ,
-        )
-    try:
-        yield Worker(process, stderr)
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with anyio.move_on_after(30, shield=True):
-            await process.wait()
-        await process.aclose()
+    async with line_process([sys.executable, str(SCRIPT), *args], environ, stderr) as process:
+        yield LineProcess(process, stderr)
 
 
 async def runs_per_task(core: Core) -> dict[str, int]:
@@ -96,7 +57,7 @@ async def test_two_processes_draining_one_queue_claim_every_task_exactly_once(
     reported: dict[str, int] = {}
     settings = make_settings()
 
-    async def drain(name: str, w: Worker, ready: anyio.Event, go: anyio.Event) -> None:
+    async def drain(name: str, w: LineProcess, ready: anyio.Event, go: anyio.Event) -> None:
         assert await w.line() == "ready"
         ready.set()
         await go.wait()

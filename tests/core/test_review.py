@@ -14,7 +14,7 @@ from server.core.models import Actor
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, snapshot
+from tests.core.helpers import ALICE, BOB, PATCH, built_core, count, enqueue, satisfied_by, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -24,11 +24,8 @@ SettingsFactory = Callable[..., Settings]
 @pytest.fixture
 async def manual(make_settings: SettingsFactory) -> AsyncIterator[Core]:
     """A Core whose completions always wait for a reviewer."""
-    built = Core.build(make_settings(review_auto_approve=False))
-    try:
+    async with built_core(make_settings(review_auto_approve=False)) as built:
         yield built
-    finally:
-        await built.db.dispose()
 
 
 async def complete(core: Core, *, verdict: str = "pass", actor: Actor = ALICE) -> results.Completion:
@@ -36,7 +33,7 @@ async def complete(core: Core, *, verdict: str = "pass", actor: Actor = ALICE) -
     task_id = await enqueue(core)
     await queue.claim_task(core, actor, task_id)
     patch = await work.report_artifact(core, actor, task_id, title="Patch", artifact_type="code_patch", content=PATCH)
-    claims = [{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}] if verdict == "pass" else []
+    claims = satisfied_by(patch.artifact_id) if verdict == "pass" else []
     done = await completion.complete_task(core, actor, task_id, success=True, summary="done", criteria_results=claims)
     assert done.evidence_pack.verdict == verdict
     return done
@@ -210,11 +207,8 @@ async def test_a_failed_run_is_never_auto_approved(make_settings: SettingsFactor
 
 @pytest.fixture
 async def with_tokens(make_settings: SettingsFactory) -> AsyncIterator[Core]:
-    built = Core.build(make_settings(auth="token", review_auto_approve=False))
-    try:
+    async with built_core(make_settings(auth="token", review_auto_approve=False)) as built:
         yield built
-    finally:
-        await built.db.dispose()
 
 
 async def test_with_tokens_an_executor_may_not_review_its_own_run(with_tokens: Core) -> None:

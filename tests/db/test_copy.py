@@ -27,7 +27,7 @@ from server.db.migrate import head_revision, upgrade
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from tests.conftest import drop_postgres_database, postgres_database
-from tests.core.helpers import ADMIN, ALICE, BOB, PATCH, enqueue
+from tests.core.helpers import ADMIN, ALICE, BOB, PATCH, enqueue, satisfied_by
 from tests.transports.conftest import call, subprocess_env
 
 pytestmark = pytest.mark.anyio
@@ -86,7 +86,7 @@ async def _live_in(core: Core) -> Lived:
         summary="Validated emails",
         outputs={"pr": "https://github.com/myorg/api/pull/7"},
         telemetry={"tokens_input": 1200, "ok": True},
-        criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}],
+        criteria_results=satisfied_by(patch.artifact_id),
     )
 
     core.settings.review_auto_approve = False

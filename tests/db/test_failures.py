@@ -38,6 +38,14 @@ async def failure_of(work: object) -> WorldFailure | None:
     raise AssertionError("the work did not fail")
 
 
+def assert_failure(failure: WorldFailure | None, kind: Kind, detail: str) -> WorldFailure:
+    """The work failed as `kind`, its detail naming `detail`; the failure, for further checks."""
+    assert failure is not None
+    assert failure.kind is kind
+    assert detail in failure.detail
+    return failure
+
+
 async def select_one(db: Database) -> None:
     async with db.read() as conn:
         await conn.execute(text("SELECT 1"))
@@ -49,10 +57,7 @@ async def test_a_refused_connection_is_unreachable() -> None:
         failure = await failure_of(select_one(db))
     finally:
         await db.dispose()
-    assert failure is not None
-    assert failure.kind is Kind.UNREACHABLE
-    assert "ConnectionRefusedError" in failure.detail
-    assert not failure.outcome_unknown
+    assert not assert_failure(failure, Kind.UNREACHABLE, "ConnectionRefusedError").outcome_unknown
 
 
 async def test_a_database_refusing_connections_and_lost_connections_are_unreachable(
@@ -89,9 +94,7 @@ async def test_lock_and_statement_timeouts_and_a_locked_sqlite_are_busy(database
                     locked = await failure_of(conn.execute(text("INSERT INTO held VALUES (1)")))
             finally:
                 holder.close()
-            assert locked is not None
-            assert locked.kind is Kind.BUSY
-            assert "database is locked" in locked.detail
+            assert_failure(locked, Kind.BUSY, "database is locked")
             return
 
         async def blocked(setting: str, statement: str) -> WorldFailure | None:
@@ -106,12 +109,8 @@ async def test_lock_and_statement_timeouts_and_a_locked_sqlite_are_busy(database
             await holder.rollback()
     finally:
         await db.dispose()
-    assert lock is not None
-    assert lock.kind is Kind.BUSY
-    assert "lock timeout" in lock.detail
-    assert statement is not None
-    assert statement.kind is Kind.BUSY
-    assert "statement timeout" in statement.detail
+    assert_failure(lock, Kind.BUSY, "lock timeout")
+    assert_failure(statement, Kind.BUSY, "statement timeout")
 
 
 async def test_a_connection_lost_during_commit_leaves_the_outcome_unknown(database_url: str, dialect: str) -> None:
@@ -165,13 +164,8 @@ async def test_a_full_disk_is_disk_full_for_sqlite_and_for_the_trace_store(tmp_p
         store = TraceStore(disk / "traces", 1024 * 1024)
         store_full = await failure_of(anyio.to_thread.run_sync(store.write, RUN, "log.txt", b"x" * 256 * 1024))
         assert not list((disk / "traces").rglob("*.txt")), "no partial file is left behind"
-    assert database_full is not None
-    assert database_full.kind is Kind.DISK_FULL
-    assert "database or disk is full" in database_full.detail
-    assert store_full is not None
-    assert store_full.kind is Kind.DISK_FULL
-    assert "No space left on device" in store_full.detail
-    assert as_error(store_full).retry_after_seconds == 60
+    assert_failure(database_full, Kind.DISK_FULL, "database or disk is full")
+    assert as_error(assert_failure(store_full, Kind.DISK_FULL, "No space left on device")).retry_after_seconds == 60
 
 
 async def test_bugs_and_bad_input_are_not_failures_of_the_world(database_url: str, tmp_path: Path) -> None:

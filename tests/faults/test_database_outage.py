@@ -42,13 +42,12 @@ async def test_agents_work_through_a_database_outage_and_finish_every_task(
 ) -> None:
     task_ids = await enqueue_work_in(make_settings(), TASKS)
     tally = Tally()
-    a_third_done = tally.when(lambda told: len(told.completions) >= TASKS // 3)
 
     with anyio.fail_after(LIMIT):
         async with serving(server_env(database_url, tmp_path, **SETTINGS), tmp_path) as (server,):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_all, crowd(AGENTS, [server.mcp_url], tally))
-                await a_third_done.wait()
+                await tally.completed(TASKS // 3).wait()
                 async with refusing_connections(database_url):
                     await anyio.sleep(OUTAGE_SECONDS)  # the outage lasts this long; the agents keep calling
                 refused_during_outage = len(tally.refusals)

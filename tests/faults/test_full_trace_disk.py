@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 
 from server.config import Settings
-from tests.support.agents import LEGACY, Job, Tally, crowd, enqueue_work_in, run_all
+from tests.support.agents import LEGACY, SHORT_LEASES, Job, Tally, crowd, enqueue_work_in, run_all
 from tests.support.books import Books
 from tests.support.servers import serving
 from tests.transports.conftest import call, server_env
@@ -36,7 +36,6 @@ READS = 10
 # A first line, and one when reports work again (two more if the disk stays full past the 10 s interval).
 MAX_DISK_FULL_LINES = 4
 LIMIT = 90
-SHORT_LEASES = {"lease_seconds": 5, "sweep_interval_seconds": 0.5}
 DISK_FULL = "JCT's disk is full; this call was not carried out."
 
 

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from server.config import Settings
-from tests.support.agents import Job, Tally, crowd, enqueue_work_in, run_all
+from tests.support.agents import SHORT_LEASES, Job, Tally, crowd, enqueue_work_in, run_all
 from tests.support.books import Books
 from tests.support.servers import Server, serving
 from tests.transports.conftest import server_env
@@ -32,7 +32,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TASKS = 80
 AGENTS = 12
 LIMIT = 90
-SHORT_LEASES = {"lease_seconds": 5, "sweep_interval_seconds": 0.5}
 # Another process holding SQLite's write lock this long without a break is the stopped one: the survivor's
 # transactions last milliseconds.
 HELD_SECONDS = 0.3
@@ -43,7 +42,6 @@ async def test_a_server_killed_mid_run_loses_no_task_and_claims_none_twice(
 ) -> None:
     task_ids = await enqueue_work_in(make_settings(), TASKS)
     tally = Tally()
-    a_third_done = tally.when(lambda told: len(told.completions) >= TASKS // 3)
     killed = anyio.Event()
     held: list[Job] = []
 
@@ -62,7 +60,7 @@ async def test_a_server_killed_mid_run_loses_no_task_and_claims_none_twice(
             on_doomed[0].before_complete = complete_after_the_kill
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_all, agents)
-                await a_third_done.wait()
+                await tally.completed(TASKS // 3).wait()
                 await kill_mid_transaction(doomed, database_url)
                 killed.set()
             survivor_log = survivor.log()

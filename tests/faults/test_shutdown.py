@@ -31,7 +31,8 @@ from server.db.engine import Database
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from tests.core.helpers import ADMIN
-from tests.transports.conftest import free_port, open_serve, server_env, stop_process, wait_ready
+from tests.support.servers import serve
+from tests.transports.conftest import server_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -73,40 +74,32 @@ async def test_sigterm_cancels_a_blocked_write_in_time_and_tells_the_truth(
     database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
     core = Core.build(make_settings())
-    port = free_port()
     env = server_env(database_url, tmp_path, shutdown_grace_seconds=GRACE, log_level="INFO")
-    log_path = tmp_path / "serve.log"
     outcome: dict[str, Any] = {}
     try:
         task = await intake.enqueue_task(core, ADMIN, objective="Blocked", operation="docs", target_repo="a/b")
-        with anyio.fail_after(LIMIT), log_path.open("wb") as log:
-            process = await open_serve(port, env, tmp_path, log)
-            try:
-                base = f"http://127.0.0.1:{port}"
-                assert await wait_ready(process, base), log_path.read_text()
-                async with Client(f"{base}/mcp", mode="legacy") as agent:
-                    await agent.list_tools()
-                    async with hold_task_row(database_url, task.task_id), anyio.create_task_group() as tg:
+        with anyio.fail_after(LIMIT):
+            async with serve(env, tmp_path) as server, Client(server.mcp_url, mode="legacy") as agent:
+                await agent.list_tools()
+                async with hold_task_row(database_url, task.task_id), anyio.create_task_group() as tg:
 
-                        async def claim() -> None:
-                            try:
-                                result = await agent.call_tool("jct_claim_task", {"task_id": task.task_id})
-                                outcome["result"] = result
-                            except Exception as exc:  # the connection went away with the process
-                                outcome["error"] = exc
+                    async def claim() -> None:
+                        try:
+                            result = await agent.call_tool("jct_claim_task", {"task_id": task.task_id})
+                            outcome["result"] = result
+                        except Exception as exc:  # the connection went away with the process
+                            outcome["error"] = exc
 
-                        tg.start_soon(claim)
-                        await anyio.sleep(1.0)  # the claim reaches the lock and waits there
-                        assert "result" not in outcome, outcome
-                        stopped = time.monotonic()
-                        process.send_signal(signal.SIGTERM)
-                        await process.wait()
-                        exited = time.monotonic() - stopped
-                        tg.cancel_scope.cancel()
-            finally:
-                await stop_process(process)
+                    tg.start_soon(claim)
+                    await anyio.sleep(1.0)  # the claim reaches the lock and waits there
+                    assert "result" not in outcome, outcome
+                    stopped = time.monotonic()
+                    server.process.send_signal(signal.SIGTERM)
+                    await server.process.wait()
+                    exited = time.monotonic() - stopped
+                    tg.cancel_scope.cancel()
 
-        assert exited < EXIT_BOUND, (exited, log_path.read_text())
+        assert exited < EXIT_BOUND, (exited, server.log())
         async with core.db.read() as conn:
             row = (await conn.execute(select(tables.tasks).where(tables.tasks.c.id == task.task_id))).mappings().one()
             runs = (await conn.execute(select(tables.runs).where(tables.runs.c.task_id == task.task_id))).all()
@@ -121,7 +114,7 @@ async def test_sigterm_cancels_a_blocked_write_in_time_and_tells_the_truth(
                 body = result.content[0].text
                 assert '"UNAVAILABLE"' in body, body
                 assert "Traceback" not in body
-        assert "cancelled 1 database statement" in log_path.read_text() or result is None
+        assert "cancelled 1 database statement" in server.log() or result is None
     finally:
         await core.db.dispose()
 

@@ -24,7 +24,7 @@ import pytest
 from mcp import Client
 
 from server.config import Settings
-from tests.support.agents import LEGACY, MODERN, Tally, crowd, enqueue_work_in, patch, run_all
+from tests.support.agents import LEGACY, MODERN, SHORT_LEASES, Tally, crowd, enqueue_work_in, patch, run_all
 from tests.support.books import Books
 from tests.support.process_agent import ProcessAgent, process_agent
 from tests.support.raw import RawSession
@@ -36,7 +36,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TASKS = 30
 AGENTS = 6
 LIMIT = 90
-SHORT_LEASES = {"lease_seconds": 5, "sweep_interval_seconds": 0.5}
 
 
 async def claim(agent: ProcessAgent | RawSession, *, report: bool, run_id: bool = True) -> tuple[str, str]:

@@ -88,6 +88,22 @@ async def complete(agent: Client, task_id: str, run_id: str) -> None:
     assert result["success"] is True
 
 
+async def legacy_watcher_hears_a_completion(watcher_base: str, agent_base: str) -> tuple[Inbox, str]:
+    """A legacy watcher on one server subscribes to a run that an agent on the other completes, and hears of
+    it; (what the watcher heard, the run's URI)."""
+    inbox = Inbox()
+    async with (
+        Client(f"{watcher_base}/mcp", mode="legacy", message_handler=inbox) as watcher,
+        Client(f"{agent_base}/mcp", mode="legacy") as agent,
+    ):
+        task_id, run_id = await claimed_task(agent)
+        uri = f"jct://runs/{run_id}"
+        await watcher.subscribe_resource(uri)
+        await complete(agent, task_id, run_id)
+        await inbox.wait_for(updated(uri))
+    return inbox, uri
+
+
 # --- across processes and sessions ------------------------------------------------------------
 
 
@@ -96,35 +112,17 @@ async def test_a_completion_on_another_process_reaches_a_legacy_subscriber(datab
     env = server_env(database_url, tmp_path)
     with anyio.fail_after(LIMIT):
         async with http_server(env, tmp_path) as one, http_server(env, tmp_path) as two:
-            inbox = Inbox()
-            async with (
-                Client(f"{one}/mcp", mode="legacy", message_handler=inbox) as watcher,
-                Client(f"{two}/mcp", mode="legacy") as agent,
-            ):
-                task_id, run_id = await claimed_task(agent)
-                uri = f"jct://runs/{run_id}"
-                await watcher.subscribe_resource(uri)
-                await complete(agent, task_id, run_id)
-                await inbox.wait_for(updated(uri))
+            await legacy_watcher_hears_a_completion(one, two)
 
 
 @ON_SQLITE
 async def test_a_completion_by_another_session_reaches_a_legacy_subscriber(database_url: str, tmp_path: Path) -> None:
     with anyio.fail_after(LIMIT):
         async with http_server(server_env(database_url, tmp_path), tmp_path) as base:
-            inbox = Inbox()
-            async with (
-                Client(f"{base}/mcp", mode="legacy", message_handler=inbox) as watcher,
-                Client(f"{base}/mcp", mode="legacy") as agent,
-            ):
-                task_id, run_id = await claimed_task(agent)
-                uri = f"jct://runs/{run_id}"
-                await watcher.subscribe_resource(uri)
-                await complete(agent, task_id, run_id)
-                await inbox.wait_for(updated(uri))
-                # The watcher heard only of what it subscribed to (list_changed aside: it used resources/*).
-                heard = {m.params.uri for m in inbox.messages if isinstance(m, ResourceUpdatedNotification)}
-                assert heard == {uri}
+            inbox, uri = await legacy_watcher_hears_a_completion(base, base)
+    # The watcher heard only of what it subscribed to (list_changed aside: it used resources/*).
+    heard = {m.params.uri for m in inbox.messages if isinstance(m, ResourceUpdatedNotification)}
+    assert heard == {uri}
 
 
 @ON_POSTGRESQL

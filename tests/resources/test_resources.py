@@ -20,7 +20,7 @@ from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from server.prompts import register_prompts
 from server.resources import register_resources
-from tests.core.helpers import ADMIN, ALICE, BOB, PATCH, enqueue
+from tests.core.helpers import ADMIN, ALICE, BOB, PATCH, enqueue, satisfied_by
 
 pytestmark = pytest.mark.anyio
 
@@ -71,7 +71,7 @@ async def run_to_review(core: Core, task_id: str, *, cite: bool = False) -> resu
     patch = await work.report_artifact(
         core, ALICE, task_id, title="Code changes", artifact_type="code_patch", content=PATCH, media_type="text/x-diff"
     )
-    claims = [{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}] if cite else []
+    claims = satisfied_by(patch.artifact_id) if cite else []
     return await completion.complete_task(
         core, ALICE, task_id, success=True, summary="Validated emails in signup", criteria_results=claims
     )
@@ -190,12 +190,7 @@ async def test_run_evidence_and_artifact_pages_after_a_completion(core: Core, cl
         core, ALICE, task_id, title="CI log", artifact_type="log", uri="https://ci.example.com/runs/7/log"
     )
     done = await completion.complete_task(
-        core,
-        ALICE,
-        task_id,
-        success=True,
-        summary="Validated emails",
-        criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [patch.artifact_id]}],
+        core, ALICE, task_id, success=True, summary="Validated emails", criteria_results=satisfied_by(patch.artifact_id)
     )
 
     run = await text(client, f"jct://runs/{done.run_id}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -64,6 +66,14 @@ async def enqueue(client: Client, objective: str = "Add input validation") -> st
     return str(result["task_id"])
 
 
+@asynccontextmanager
+async def signed_in(token_server: TokenServer, *principals: tuple[str, ...]) -> AsyncIterator[list[Client]]:
+    """A client for each principal, given as (name, *roles), each signed in with a token of its own."""
+    secrets = [await token_server.token(*principal) for principal in principals]
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(token_server.client(secret)) for secret in secrets]
+
+
 async def tool_names(client: Client) -> set[str]:
     return {tool.name for tool in (await client.list_tools()).tools}
 
@@ -72,14 +82,8 @@ async def test_one_principal_cannot_touch_another_principals_claim(token_server:
     """B cannot report on, complete or release A's claim; a worker cannot cancel, an admin can; every audit
     row names the principal that made the change."""
     with anyio.fail_after(LIMIT):
-        alice = await token_server.token("alice", "worker")
-        bob = await token_server.token("bob", "worker")
-        root = await token_server.token("root", "admin")
-        async with (
-            token_server.client(alice) as a,
-            token_server.client(bob) as b,
-            token_server.client(root) as admin,
-        ):
+        principals = [("alice", "worker"), ("bob", "worker"), ("root", "admin")]
+        async with signed_in(token_server, *principals) as (a, b, admin):
             assert await tool_names(a) == WORKER_TOOLS | OBSERVE_TOOLS | {"jct_enqueue_task"}
             assert await tool_names(admin) == WORKER_TOOLS | OBSERVE_TOOLS | REVIEW_TOOLS | ADMIN_TOOLS
 
@@ -132,14 +136,8 @@ async def test_one_principal_cannot_touch_another_principals_claim(token_server:
 
 async def test_a_reviewer_may_not_review_its_own_run_but_an_admin_may(token_server: TokenServer) -> None:
     with anyio.fail_after(LIMIT):
-        carol = await token_server.token("carol", "worker", "reviewer")
-        dave = await token_server.token("dave", "reviewer")
-        root = await token_server.token("root", "admin")
-        async with (
-            token_server.client(carol) as c,
-            token_server.client(dave) as d,
-            token_server.client(root) as admin,
-        ):
+        principals = [("carol", "worker", "reviewer"), ("dave", "reviewer"), ("root", "admin")]
+        async with signed_in(token_server, *principals) as (c, d, admin):
             assert await tool_names(d) == OBSERVE_TOOLS | REVIEW_TOOLS
             denied = await call_error(d, "jct_claim_next")
             assert denied["error"]["code"] == "PERMISSION_DENIED"
@@ -235,10 +233,8 @@ async def test_idempotency_keys_belong_to_the_principal_that_used_them(token_ser
     """The same key from two principals makes two tasks (a key says nothing of another's tasks, and cannot
     be used to probe them); each principal's resend is its own duplicate."""
     with anyio.fail_after(LIMIT):
-        alice = await token_server.token("alice", "worker")
-        bob = await token_server.token("bob", "worker")
         task = {"operation": "docs", "target_repo": "myorg/api", "idempotency_key": "nightly-docs"}
-        async with token_server.client(alice) as a, token_server.client(bob) as b:
+        async with signed_in(token_server, ("alice", "worker"), ("bob", "worker")) as (a, b):
             first = await call(a, "jct_enqueue_task", objective="Alice's docs", **task)
             other = await call(b, "jct_enqueue_task", objective="Bob's docs", **task)
             again = await call(a, "jct_enqueue_task", objective="Alice's docs", **task)

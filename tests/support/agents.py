@@ -39,6 +39,8 @@ LEGACY = "legacy"
 MODERN = "2026-07-28"
 ADMIN = Actor(actor_id="root", actor_kind="human", admin=True, session="root-session")
 TARGET_PATH = "src"
+# Leases that run out within a test's patience, and a sweeper that notices soon after.
+SHORT_LEASES = {"lease_seconds": 5, "sweep_interval_seconds": 0.5}
 
 
 async def enqueue_work(core: Core, count: int) -> list[str]:
@@ -108,6 +110,10 @@ class Tally:
         self._watches.append((condition, event))
         self.changed()
         return event
+
+    def completed(self, count: int) -> anyio.Event:
+        """An event set once the agents have been told of `count` completions."""
+        return self.when(lambda told: len(told.completions) >= count)
 
     def codes(self) -> set[str]:
         return {refusal.code for refusal in self.refusals}

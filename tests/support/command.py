@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from anyio.abc import Process
 
 from tests.transports.conftest import server_env, subprocess_env
 
@@ -33,3 +36,16 @@ def one_error_line(stderr: str) -> str:
     assert lines[0].startswith("error: ")
     assert "Traceback" not in stderr
     return lines[0]
+
+
+@asynccontextmanager
+async def piped_process(args: list[str], env: dict[str, str], cwd: Path) -> AsyncIterator[Process]:
+    """A process with stdin, stdout and stderr piped to the test; killed and reaped if it has not exited by the end."""
+    process = await anyio.open_process(args, env=env, cwd=cwd)
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.wait()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,29 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.lines import REPO, LineProcess, line_process
+
 START_SECONDS = 60.0
 CALL_SECONDS = 30.0
 
 
-class ProcessAgent:
-    def __init__(self, process: Process, stderr: Path) -> None:
-        assert process.stdout is not None
-        assert process.stdin is not None
-        self.process = process
-        self._out = BufferedByteReceiveStream(process.stdout)
-        self._stderr = stderr
-
-    async def line(self) -> str:
-        try:
-            with anyio.fail_after(CALL_SECONDS):
-                return (await self._out.receive_until(b"\n", 1 << 22)).decode()
-        except (anyio.EndOfStream, anyio.IncompleteRead):
-            raise AssertionError(f"the agent process exited; stderr:\n{self._stderr.read_text()}") from None
-
+class ProcessAgent(LineProcess):
     async def call(self, tool: str, **args: Any) -> dict[str, Any]:
         """The tool's structured result; a tool error fails the test."""
         answer = await self._ask(tool, args)
@@ -57,8 +41,7 @@ class ProcessAgent:
         return answer["error"]
 
     async def _ask(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        await self.process.stdin.send((json.dumps({"tool": tool, "args": args}) + "\n").encode())
+        await self.send(json.dumps({"tool": tool, "args": args}) + "\n")
         answer: dict[str, Any] = json.loads(await self.line())
         return answer
 
@@ -76,28 +59,13 @@ class ProcessAgent:
 @asynccontextmanager
 async def process_agent(url: str, mode: str, cwd: Path, name: str = "agent") -> AsyncIterator[ProcessAgent]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("JCT_")} | {"PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "tests.support.process_agent", url, mode]
     stderr = cwd / f"{name}.stderr"
-    with stderr.open("wb") as err:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "tests.support.process_agent", url, mode],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            cwd=str(REPO),
-            env=environ,
-        )
-    try:
-        agent = ProcessAgent(process, stderr)
+    async with line_process(command, environ, stderr) as process:
+        agent = ProcessAgent(process, stderr, CALL_SECONDS)
         with anyio.fail_after(START_SECONDS):
             assert await agent.line() == "ready"
         yield agent
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.send_signal(signal.SIGCONT)
-                process.kill()
-            await process.wait()
-            await process.aclose()
 
 
 # --- the process ---------------------------------------------------------------------------------

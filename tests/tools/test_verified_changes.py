@@ -6,6 +6,8 @@ changed at completion, and the prover's scope check believes those, not a pasted
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,15 @@ async def enqueue(client: Client, repo: str, *, path: str = "src", operation: st
 
 async def claim(client: Client, task_id: str) -> dict[str, Any]:
     return await ok(client, "jct_claim_task", task_id=task_id)
+
+
+@asynccontextmanager
+async def claimed_on(connect: ClientFactory, work: Work) -> AsyncIterator[tuple[Client, str]]:
+    """A client that enqueued a task on the working tree and claimed it; (client, task_id)."""
+    async with connect() as client:
+        task_id = await enqueue(client, str(work.path))
+        await claim(client, task_id)
+        yield client, task_id
 
 
 async def report(client: Client, task_id: str, content: str, kind: str = "commit") -> dict[str, Any]:
@@ -84,9 +95,7 @@ async def test_a_lying_diff_does_not_hide_files_changed_outside_target_path(
     connect: ClientFactory, tmp_path: Path
 ) -> None:
     work = Work(tmp_path / "repo")
-    async with connect() as client:
-        task_id = await enqueue(client, str(work.path))
-        await claim(client, task_id)
+    async with claimed_on(connect, work) as (client, task_id):
         work.write("src/app.py", "print('hello')\n")
         work.write("deploy/secrets.env", "TOKEN=x\n")
         sha = work.commit("greet, and something else")
@@ -116,9 +125,7 @@ async def test_a_lying_diff_does_not_hide_files_changed_outside_target_path(
 
 async def test_an_honest_change_passes_on_a_verified_commit_alone(connect: ClientFactory, tmp_path: Path) -> None:
     work = Work(tmp_path / "repo")
-    async with connect() as client:
-        task_id = await enqueue(client, str(work.path))
-        await claim(client, task_id)
+    async with claimed_on(connect, work) as (client, task_id):
         work.write("src/app.py", "print('hello')\nprint('again')\n")
         work.commit("greet")
         await report(client, task_id, "HEAD")
@@ -138,9 +145,7 @@ async def test_a_commit_that_is_not_there_or_not_built_on_the_base_is_refused(
     first = work.head()
     work.write("src/app.py", "v2\n")
     work.commit("second")
-    async with connect() as client:
-        task_id = await enqueue(client, str(work.path))
-        await claim(client, task_id)
+    async with claimed_on(connect, work) as (client, task_id):
         assert await refuse(client, task_id, "f" * 40) == "COMMIT_NOT_FOUND"
         assert await refuse(client, task_id, first) == "NOT_A_DESCENDANT"
         assert await refuse(client, task_id, f"--output={tmp_path / 'x'}") == "INVALID_ARGUMENT"
@@ -184,9 +189,7 @@ async def test_a_force_pushed_main_is_no_base_for_work(connect: ClientFactory, t
 
 async def test_a_merge_commit_counts_both_sides(connect: ClientFactory, tmp_path: Path) -> None:
     work = Work(tmp_path / "repo")
-    async with connect() as client:
-        task_id = await enqueue(client, str(work.path))
-        await claim(client, task_id)
+    async with claimed_on(connect, work) as (client, task_id):
         work.git("checkout", "--quiet", "-b", "side")
         work.write("src/side.py", "side = 1\n")
         work.commit("side")
@@ -207,9 +210,7 @@ async def test_a_rename_out_of_target_path_is_caught_and_a_binary_file_has_no_li
     work = Work(tmp_path / "repo")
     work.write("lib/util.py", "".join(f"line {n}\n" for n in range(50)))
     work.commit("util")
-    async with connect() as client:
-        task_id = await enqueue(client, str(work.path))
-        await claim(client, task_id)
+    async with claimed_on(connect, work) as (client, task_id):
         work.git("mv", "lib/util.py", "src/util.py")
         work.write("src/logo.png", b"\x89PNG\r\n\x1a\n\x00\x00" + bytes(range(256)) * 4)
         work.commit("move util in, add a logo")
@@ -226,9 +227,7 @@ async def test_a_100_mb_file_is_listed_without_being_read_into_a_response(
     connect: ClientFactory, tmp_path: Path
 ) -> None:
     work = Work(tmp_path / "repo")
-    async with connect() as client:
-        task_id = await enqueue(client, str(work.path))
-        await claim(client, task_id)
+    async with claimed_on(connect, work) as (client, task_id):
         with (work.path / "src" / "huge.bin").open("wb") as out:
             out.write(b"\x00BIN")
             out.truncate(100 * 1024 * 1024)

@@ -7,12 +7,10 @@ Screenshots land in tests/ui/screenshots/ (not committed)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client
 from playwright.async_api import Browser, Page, async_playwright
@@ -22,7 +20,7 @@ from server.core import completion, intake, queue, tokens
 from server.core.service import Core
 from tests.support.servers import serving as processes
 from tests.support.serving import serving
-from tests.transports.conftest import call, free_port, server_env, stop_process, subprocess_env, wait_ready
+from tests.transports.conftest import call, free_port, open_serve, server_env, stop_process, wait_ready
 from tests.ui.test_pages import ADMIN, AGENT, SCRIPT, scene
 
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("browser")]
@@ -113,14 +111,7 @@ async def test_every_page_opens_and_agent_text_never_runs(
 async def serve_on(env: dict[str, str], cwd: Path, port: int) -> AsyncIterator[str]:
     """`jct serve` on this port (so a restarted server is found where the page left it)."""
     log = (cwd / f"jct-{port}.log").open("ab")
-    process = await anyio.open_process(
-        [sys.executable, "-m", "server", "serve", "--port", str(port)],
-        env=subprocess_env(env),
-        cwd=cwd,
-        stdin=None,
-        stdout=log,
-        stderr=log,
-    )
+    process = await open_serve(port, env, cwd, log)
     try:
         base = f"http://127.0.0.1:{port}"
         assert await wait_ready(process, base), (cwd / f"jct-{port}.log").read_text()

@@ -56,17 +56,23 @@ async def status(client: Client, task_id: str) -> dict[str, Any]:
     return dict((await ok(client, "jct_get_task", task_id=task_id))["task"])
 
 
+async def approval_refused(done: dict[str, Any], reviewer: Client, reason: str) -> tuple[str, str]:
+    """The completion passed and waits for a manual review, which `reviewer` may not give; (pack id, message)."""
+    assert done["evidence_pack"]["verdict"] == "pass"
+    assert done["review"]["status"] == "awaiting_manual_review"
+    pack = done["evidence_pack"]["id"]
+    refused = await error(reviewer, "jct_submit_review", evidence_pack_id=pack, decision="approved", reason=reason)
+    assert refused["code"] == "REVIEW_NOT_ALLOWED"
+    return pack, refused["message"]
+
+
 async def test_an_agent_gate_is_never_auto_approved_nor_approved_by_its_executor(build: Callable[..., Core]) -> None:
     core = build()
     async with agent(core, "writer") as writer, agent(core, "editor") as editor:
         ids = await start(writer, "twice", topic="leases")
         done = await deliver(writer, ids["draft"], [("draft", "doc", "Leases are...")])
-        assert done["evidence_pack"]["verdict"] == "pass"
-        assert done["review"]["status"] == "awaiting_manual_review"
-        pack = done["evidence_pack"]["id"]
-        refused = await error(writer, "jct_submit_review", evidence_pack_id=pack, decision="approved", reason="Mine")
-        assert refused["code"] == "REVIEW_NOT_ALLOWED"
-        assert "review: agent" in refused["message"]
+        pack, refusal = await approval_refused(done, writer, "Mine")
+        assert "review: agent" in refusal
         assert (await status(writer, ids["publish"]))["status"] == "blocked"
         await ok(editor, "jct_submit_review", evidence_pack_id=pack, decision="approved", reason="Clear")
         assert (await status(writer, ids["publish"]))["status"] == "queued"
@@ -84,12 +90,8 @@ async def test_a_human_gate_is_decided_only_by_a_person(build: Callable[..., Cor
         ids = await start(fixer, "bugfix", bug="Crash on empty input")
         await deliver(fixer, ids["reproduce"], [("failing-test", "code_patch", PATCH), ("repro", "report", "x")])
         done = await deliver(fixer, ids["fix"], [("fix", "code_patch", PATCH), ("test-log", "log", TEST_LOG)])
-        assert done["evidence_pack"]["verdict"] == "pass"
-        assert done["review"]["status"] == "awaiting_manual_review"
-        pack = done["evidence_pack"]["id"]
-        refused = await error(bot, "jct_submit_review", evidence_pack_id=pack, decision="approved", reason="LGTM")
-        assert refused["code"] == "REVIEW_NOT_ALLOWED"
-        assert "only a person" in refused["message"]
+        pack, refusal = await approval_refused(done, bot, "LGTM")
+        assert "only a person" in refusal
         await ok(carol, "jct_submit_review", evidence_pack_id=pack, decision="approved", reason="Verified")
         mission = await ok(fixer, "jct_get_mission", mission_id=ids["mission"])
         assert mission["mission"]["status"] == "completed"

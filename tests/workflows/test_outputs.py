@@ -12,17 +12,17 @@ import pytest
 from mcp import Client
 
 from server.core import prover
+from tests.support.flows import workflow_yaml
 from tests.tools.conftest import ClientFactory, connect, ok
 
 pytestmark = pytest.mark.anyio
 __all__ = ["connect"]
 
-FLOW = """\
-name: survey
-summary: Survey a module
-inputs:
-  - {name: module, required: true}
-steps:
+FLOW = workflow_yaml(
+    "survey",
+    "Survey a module",
+    "module",
+    """\
   - id: survey
     operation: analysis
     objective: "Survey {module}"
@@ -36,7 +36,8 @@ steps:
           required: [risk]
           properties:
             risk: {enum: [low, high]}
-"""
+""",
+)
 
 
 @pytest.fixture
@@ -76,11 +77,7 @@ async def test_missing_outputs_fail_the_verdict_naming_them(agent: Client) -> No
 
 async def test_an_output_of_the_wrong_type_is_missing(agent: Client) -> None:
     result = await attempt(agent, [("notes", "doc", "x"), ("findings", "report", '{"risk": "low"}')])
-    assert outputs_check(result["pack"]) == {
-        "name": "outputs",
-        "passed": False,
-        "detail": "missing notes (report)",
-    }
+    assert outputs_check(result["pack"]) == {"name": "outputs", "passed": False, "detail": "missing notes (report)"}
 
 
 async def test_a_json_output_must_parse_and_match_its_schema(agent: Client) -> None:
@@ -94,11 +91,8 @@ async def test_a_json_output_must_parse_and_match_its_schema(agent: Client) -> N
 
 async def test_every_output_delivered_passes_and_is_auto_approved(agent: Client) -> None:
     result = await attempt(agent, [("notes", "report", "Two risks."), ("findings", "log", '{"risk": "high"}')])
-    assert outputs_check(result["pack"]) == {
-        "name": "outputs",
-        "passed": True,
-        "detail": "3 declared output(s) delivered",
-    }
+    check = outputs_check(result["pack"])
+    assert check == {"name": "outputs", "passed": True, "detail": "3 declared output(s) delivered"}
     assert result["done"]["evidence_pack"]["verdict"] == "pass"
     assert result["done"]["review"]["status"] == "auto_approved"
 

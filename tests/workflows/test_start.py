@@ -14,24 +14,25 @@ from sqlalchemy import func, select
 
 from server.core.service import Core
 from server.db import tables
+from tests.support.flows import workflow_yaml
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio
 __all__ = ["connect"]
 
 PATCH = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n-a\n+b\n"
-TINY = """\
-name: tiny
-summary: Write one page
-inputs:
-  - {name: topic, required: true}
-steps:
+TINY = workflow_yaml(
+    "tiny",
+    "Write one page",
+    "topic",
+    """\
   - id: write
     operation: docs
     objective: "Write about {topic}"
     outputs:
       - {name: page, type: doc}
-"""
+""",
+)
 
 
 @pytest.fixture
