@@ -9,6 +9,7 @@ the database afterwards."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import time
@@ -114,7 +115,9 @@ async def test_sigterm_cancels_a_blocked_write_in_time_and_tells_the_truth(
                 body = result.content[0].text
                 assert '"UNAVAILABLE"' in body, body
                 assert "Traceback" not in body
-        assert "cancelled 1 database statement" in server.log() or result is None
+        # The blocked claim's statement at least; a background read (the sweeper, the change feed) may have
+        # been in flight at the deadline too, and is cancelled with it.
+        assert re.search(r"cancelled [1-9]\d* database statement", server.log()) or result is None
     finally:
         await core.db.dispose()
 
