@@ -103,12 +103,13 @@ def build_ui(
         }
         response = HTMLResponse(html, status_code=code, headers=headers)
         if viewer is not None and viewer.issued:
-            set_form_cookie(request, response, viewer.csrf)
+            set_cookie(request, response, FORM_COOKIE, viewer.csrf)
         return response
 
-    def set_form_cookie(request: Request, response: Response, token: str) -> None:
+    def set_cookie(request: Request, response: Response, name: str, value: str) -> None:
+        """The dashboard's cookies (session, form token): HttpOnly, SameSite=Strict, under /ui only."""
         response.set_cookie(
-            FORM_COOKIE, token, httponly=True, samesite="strict", path="/ui", secure=request.url.scheme == "https"
+            name, value, httponly=True, samesite="strict", path="/ui", secure=request.url.scheme == "https"
         )
 
     def problem(
@@ -354,7 +355,7 @@ def build_ui(
         if request.method == "GET":
             form_page = render(request, None, "login.html", csrf=csrf, target=target, failed=False)
             if issued:
-                set_form_cookie(request, form_page, csrf)
+                set_cookie(request, form_page, FORM_COOKIE, csrf)
             return form_page
         length = request.headers.get("content-length")
         if length is None or not length.isdigit() or int(length) > 4096:
@@ -369,9 +370,7 @@ def build_ui(
             return render(request, None, "login.html", 401, csrf=csrf, target=target, failed=True)
         _viewer, cookie = opened
         response = RedirectResponse(target, 303)
-        response.set_cookie(
-            COOKIE, cookie, httponly=True, samesite="strict", path="/ui", secure=request.url.scheme == "https"
-        )
+        set_cookie(request, response, COOKIE, cookie)
         return response
 
     async def logout(request: Request, viewer: Viewer) -> Response:
