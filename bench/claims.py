@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import add_database_arguments, admin, check_dialects
 
 from server.config import Settings, async_database_url
-from server.core import queue
+from server.core.claims import queue
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables as t

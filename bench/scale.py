@@ -56,8 +56,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import add_database_arguments, admin, check_dialects, free_port, tool, wait_ready
 
 from server.config import Settings, async_database_url
-from server.core import mission_status, observe, queue
+from server.core.claims import queue
+from server.core.missions import status as mission_status
 from server.core.models import Actor
+from server.core.operators import observe
 from server.core.service import Core
 from server.db import counts, feed, queries
 from server.db.claims import ClaimRequest, _decisions_sqlite, claim_on_sqlite_thread

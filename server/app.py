@@ -28,7 +28,7 @@ from server.auth import FrontDoor, PublicOrigin, metadata_routes
 from server.background import run_background
 from server.config import Settings
 from server.core import schema, tokens
-from server.core.queue import queue_stats
+from server.core.claims.queue import queue_stats
 from server.core.service import Core
 from server.failures import FailureLog
 from server.identity import Identity, LocalIdentity, TokenIdentity

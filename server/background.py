@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 from anyio.abc import TaskStatus
 
+from server.core.claims.sweeper import run_sweeper
 from server.core.service import Core
-from server.core.sweeper import run_sweeper
 from server.notify.feed import ChangeFeed
 from server.notify.hub import NotificationHub
 

@@ -1,6 +1,6 @@
 """Who is calling: an Actor for every tool call, whatever the transport, and which tools it may use.
 
-Claims are fenced on the run (server/core/leases.py), and a call without a `run_id` acts on the run its
+Claims are fenced on the run (server/core/claims/leases.py), and a call without a `run_id` acts on the run its
 caller claimed. So every agent needs its own claimant identity, even when nothing authenticates it:
 
 - stdio, and HTTP with JCT_AUTH=none: `LocalIdentity`. Each connection (a stdio process, a legacy

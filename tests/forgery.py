@@ -15,7 +15,7 @@ from markdown_it import MarkdownIt
 from mcp import Client
 from mcp_types import Implementation
 
-from server.core import intake
+from server.core.briefings import intake
 from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import build_mcp

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from server.cli.common import fail, run_core
 from server.cli.render import console
-from server.core import doctrine
+from server.core.briefings import doctrine
 
 doctrine_app = typer.Typer(help="Doctrine: standing guidance that briefings carry.", no_args_is_help=True)
 

@@ -15,7 +15,9 @@ from rich.table import Table
 from server.cli.common import fail, run_core
 from server.cli.options import limit_option, status_option
 from server.cli.render import console, fields
-from server.core import mission_status, missions, results
+from server.core import results
+from server.core.missions import plan as missions
+from server.core.missions import status as mission_status
 from server.core.models import parse_id
 from server.errors import JctError
 

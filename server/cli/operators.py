@@ -9,7 +9,8 @@ from server.cli import render
 from server.cli.common import run_core
 from server.cli.options import limit_option
 from server.cli.render import console
-from server.core import cancel, operators
+from server.core.claims import cancel
+from server.core.operators import actions
 
 
 def cancel_command(
@@ -27,7 +28,7 @@ def requeue(
     feedback: str | None = typer.Option(None, help="What the next agent should do differently (in its briefing)."),
 ) -> None:
     """Put a failed, cancelled or rejected task back on the queue, attempts reset."""
-    result = run_core(lambda core, actor: operators.requeue_task(core, actor, task_id, reason, feedback))
+    result = run_core(lambda core, actor: actions.requeue_task(core, actor, task_id, reason, feedback))
     version = f", briefing v{result.context_packet_version}" if result.context_packet_version else ""
     console.print(f"requeued task {result.task_id}: {result.task_status}{version}")
 
@@ -37,20 +38,18 @@ def priority(
     level: str = typer.Argument(..., metavar="P0..P4", help="P0 is claimed first."),
 ) -> None:
     """Change a task's priority."""
-    result = run_core(lambda core, actor: operators.set_priority(core, actor, task_id, level.upper()))
+    result = run_core(lambda core, actor: actions.set_priority(core, actor, task_id, level.upper()))
     console.print(f"task {result.task_id}: priority {result.previous} -> {result.priority}")
 
 
 def agents(within: int = typer.Option(3600, help="Agents with a run in the last this many seconds.")) -> None:
     """Agents: the claims each holds with lease ends, when last seen, runs done and failed."""
-    console.print(
-        render.agents(run_core(lambda core, _actor: operators.list_agents(core, active_within_seconds=within)))
-    )
+    console.print(render.agents(run_core(lambda core, _actor: actions.list_agents(core, active_within_seconds=within))))
 
 
 def stuck(limit: int = limit_option(50, 200)) -> None:
     """Work that needs a person, each with its reason and the action to take."""
-    console.print(render.stuck(run_core(lambda core, _actor: operators.list_stuck(core, limit=limit))))
+    console.print(render.stuck(run_core(lambda core, _actor: actions.list_stuck(core, limit=limit))))
 
 
 def audit(
@@ -66,7 +65,7 @@ def audit(
 ) -> None:
     """Search the audit log, newest first."""
     page = run_core(
-        lambda core, _actor: operators.search_audit(
+        lambda core, _actor: actions.search_audit(
             core, actor_id=actor, action=action, entity_kind=kind, since=since, until=until, limit=limit, cursor=cursor
         )
     )

@@ -11,8 +11,11 @@ from server.cli import render
 from server.cli.common import fail, run_core
 from server.cli.options import limit_option, status_option
 from server.cli.render import console
-from server.core import intake, observe, queue, review, revise
+from server.core.briefings import intake, revise
+from server.core.claims import queue
 from server.core.models import parse_id
+from server.core.operators import observe
+from server.core.review import reviews as review
 from server.errors import JctError
 
 STATUSES = ("blocked", "queued", "running", "completed", "failed", "cancelled", "all")

@@ -12,14 +12,15 @@ from rich.table import Table
 
 from server.cli.common import fail, load_settings, run_core
 from server.cli.render import console
-from server.core import workflow_start, workflows
+from server.core.workflows import definitions
+from server.core.workflows import start as workflow_start
 from server.vocab import Priority
 
 
 def workflows_command() -> None:
     """List the workflows that loaded (shipped and JCT_WORKFLOWS_DIR), and the files refused."""
     settings = load_settings()
-    listed = workflow_start.list_workflows_of(workflows.Workflows(settings.workflows_dir).catalog())
+    listed = workflow_start.list_workflows_of(definitions.Workflows(settings.workflows_dir).catalog())
     table = Table(title=f"{len(listed.workflows)} workflow(s)", box=box.SIMPLE_HEAD)
     for column in ("name", "version", "inputs", "steps", "summary"):
         table.add_column(column, overflow="fold")
@@ -33,7 +34,7 @@ def workflows_command() -> None:
 
 def check(file: Path = typer.Argument(..., help="A workflow file (YAML).")) -> None:
     """Check a workflow file: every problem with its line; exit 1 if there is any."""
-    result = workflows.read(file)
+    result = definitions.read(file)
     if isinstance(result, list):
         for problem in result:
             console.print(escape(str(problem)), soft_wrap=True)
@@ -43,7 +44,7 @@ def check(file: Path = typer.Argument(..., help="A workflow file (YAML).")) -> N
 
 def schema() -> None:
     """Print the JSON Schema a workflow file must match."""
-    typer.echo(json.dumps(workflows.schema(), indent=2))
+    typer.echo(json.dumps(definitions.schema(), indent=2))
 
 
 def start(

@@ -48,7 +48,7 @@ class AuditAction(StrEnum):
     MISSION_CREATED = "mission.created"
     MISSION_COMPLETED = "mission.completed"
     MISSION_CANCELLED = "mission.cancelled"
-    # A new briefing version made by hand (server/core/revise.py), not by a review round.
+    # A new briefing version made by hand (server/core/briefings/revise.py), not by a review round.
     BRIEFING_REVISED = "issue.briefing_revised"
     DOCTRINE_ADDED = "doctrine.added"
     DOCTRINE_UPDATED = "doctrine.updated"

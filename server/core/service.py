@@ -12,11 +12,11 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement
 
 from server.config import Settings
+from server.core.git.repos import Repos
 from server.core.models import Limits
-from server.core.repos import Repos
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
-from server.core.workflows import Workflows
+from server.core.workflows.definitions import Workflows
 from server.db.engine import Database, db_now
 from server.errors import invalid
 from server.vocab import Priority
@@ -28,7 +28,7 @@ class Core:
     settings: Settings
     store: TraceStore
     workflows: Workflows
-    # The repositories JCT reads itself (server/core/repos.py); its fetch locks are per process.
+    # The repositories JCT reads itself (server/core/git/repos.py); its fetch locks are per process.
     repos: Repos = field(init=False)
 
     def __post_init__(self) -> None:

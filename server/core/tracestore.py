@@ -97,7 +97,7 @@ class TraceStore:
         return StoredContent(uri=path.as_uri(), path=path, size_bytes=len(content), sha256=digest)
 
     def write_manifest(self, run_id: str, manifest: dict[str, Any]) -> None:
-        """What a run left in the store (server/core/manifest.py), as `runs/<run_id>/manifest.json`, atomically."""
+        """What a run left (review/manifest.py), written atomically as `runs/<run_id>/manifest.json`."""
         content = json.dumps(manifest, indent=2, sort_keys=True).encode()
         _write_atomically(self._inside_root(self.run_dir(run_id) / MANIFEST), content)
 

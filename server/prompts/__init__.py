@@ -14,9 +14,13 @@ from mcp_types import INVALID_PARAMS, CompleteRequestParams, CompleteResult, Com
 from pydantic import Field
 
 from server import sdk
-from server.core import catalog, mission_status, pages, queue, review, workflow_start
+from server.core.claims import queue
+from server.core.missions import status as mission_status
 from server.core.models import parse_id
+from server.core.operators import catalog, pages
+from server.core.review import reviews
 from server.core.service import Core
+from server.core.workflows import start
 from server.errors import ErrorCode, JctError
 from server.prompts import texts
 from server.vocab import Operation
@@ -112,7 +116,7 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
         op = _operation(operation)
         stats = await queue.queue_stats(core)
         page = await queue.list_tasks(core, status="queued", operation=op, limit=texts.QUEUE_SHOWN)
-        steps = await workflow_start.steps_of(core, [task.task_id for task in page.tasks])
+        steps = await start.steps_of(core, [task.task_id for task in page.tasks])
         return [UserMessage(texts.work_next(stats, page, op, core.settings.lease_seconds, steps))]
 
     @server.prompt(
@@ -130,7 +134,7 @@ def register_prompts(server: MCPServer[Any], core: Core) -> None:
     ) -> list[UserMessage]:
         if evidence_pack_id is not None and evidence_pack_id.strip():
             return [UserMessage(texts.review_pack(await _pack_state(core, evidence_pack_id)))]
-        page = await review.list_pending_reviews(core, limit=texts.REVIEWS_SHOWN)
+        page = await reviews.list_pending_reviews(core, limit=texts.REVIEWS_SHOWN)
         stats = await queue.queue_stats(core)
         return [UserMessage(texts.review_pending(page, stats.pending_reviews))]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from server.core import results
 from server.core.models import Limits
-from server.core.pages import PackState
+from server.core.operators.pages import PackState
 from server.markdown import artifact_cut_note, artifact_uri, block, clip, fenced, headline, line, stamp, who
 from server.vocab import Operation, Priority
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from server import uris
 from server.core import results
-from server.core.pages import IssueBrief, RunLine
+from server.core.operators.pages import IssueBrief, RunLine
 from server.markdown import (
     block,
     bullets,

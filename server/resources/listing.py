@@ -20,8 +20,9 @@ from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParam
 from mcp_types import Resource as MCPResource
 
 from server import sdk, uris
-from server.core import doctrine, mission_status
-from server.core.catalog import RECENT, RUNNING, Listed, Position, listed_tasks
+from server.core.briefings import doctrine
+from server.core.missions import status as mission_status
+from server.core.operators.catalog import RECENT, RUNNING, Listed, Position, listed_tasks
 from server.core.service import Core, decode_cursor, encode_cursor
 from server.errors import JctError
 from server.markdown import evidence_uri, headline, issue_uri, line, run_uri, task_uri, who

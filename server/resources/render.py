@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from server.core import doctrine, results
-from server.core.pages import EvidencePage, Review, RunLine, RunPage, TaskPage
+from server.core import results
+from server.core.briefings import doctrine
+from server.core.operators.pages import EvidencePage, Review, RunLine, RunPage, TaskPage
 from server.markdown import (
     artifact_uri,
     block,
@@ -311,7 +312,7 @@ def files_changed(run_id: str, base: str, read: Mapping[str, Any] | None) -> lis
 
 
 def _manifest_lines(manifest: dict[str, Any] | None, pointer: str) -> list[str]:
-    """What the trace store holds for the run (server/core/manifest.py), written when it completed."""
+    """What the trace store holds for the run (server/core/review/manifest.py), written when it completed."""
     if manifest is None:
         return ["None yet: the trace store writes one when the run is completed."]
     pack = manifest.get("evidence_pack_id")

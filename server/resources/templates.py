@@ -14,7 +14,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 
 from server import sdk, uris
-from server.core import catalog, doctrine, history, mission_status, pages, queue, review
+from server.core.briefings import doctrine
+from server.core.claims import queue
+from server.core.git import history
+from server.core.missions import status as mission_status
+from server.core.operators import catalog, pages
+from server.core.review import reviews as review
 from server.core.service import Core
 from server.errors import NOT_FOUND, ErrorCode, JctError
 from server.markdown import PENDING_REVIEWS_URI, QUEUE_URI, artifact_cut_note

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server.core.workflows import Workflow
+from server.core.workflows.definitions import Workflow
 from server.markdown import bullets, line
 
 

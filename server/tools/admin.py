@@ -8,7 +8,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from server.core import cancel, doctrine, intake, results
+from server.core import results
+from server.core.briefings import doctrine, intake
+from server.core.claims import cancel
 from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from pydantic import Field
 
-from server.core import history, results
+from server.core import results
+from server.core.git import history
 from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity

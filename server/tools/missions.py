@@ -8,7 +8,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.core import cancel, mission_status, missions, results
+from server.core import results
+from server.core.claims import cancel
+from server.core.missions import plan as missions
+from server.core.missions import status as mission_status
 from server.core.models import Limits
 from server.core.service import Core
 from server.identity import Identity

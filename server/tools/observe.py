@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 from mcp.server import MCPServer
 from pydantic import Field
 
-from server.core import observe, queue, results
+from server.core import results
+from server.core.claims import queue
+from server.core.operators import observe
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ

@@ -1,5 +1,5 @@
 """Operator tools (DESIGN section 14): requeue and reprioritise (admin); agents, stuck work, audit search
-(observe). Each is one call into server/core/operators.py, which the CLI and the dashboard call too."""
+(observe). Each is one call into server/core/operators/actions.py, which the CLI and the dashboard call too."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from server.core import operators, results
+from server.core import results
 from server.core.models import Limits
+from server.core.operators import actions
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
@@ -30,12 +31,12 @@ def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         feedback: Annotated[str | None, text("For the next agent.", Limits.REASON)] = None,
     ) -> results.Requeued:
         """Requeue failed, cancelled or rejected work; feedback joins its briefing."""
-        return await operators.requeue_task(core, identity.actor(ctx), task_id, reason, feedback)
+        return await actions.requeue_task(core, identity.actor(ctx), task_id, reason, feedback)
 
     @tool(mcp, WRITE)
     async def jct_set_priority(task_id: TaskId, priority: Priority, ctx: Context) -> results.PrioritySet:
         """Change an open task's priority."""
-        return await operators.set_priority(core, identity.actor(ctx), task_id, priority)
+        return await actions.set_priority(core, identity.actor(ctx), task_id, priority)
 
 
 def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -44,12 +45,12 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000, description="Window.")] = 3600,
     ) -> results.AgentList:
         """Agents, their claims and lease ends."""
-        return await operators.list_agents(core, active_within_seconds=active_within_seconds)
+        return await actions.list_agents(core, active_within_seconds=active_within_seconds)
 
     @tool(mcp, READ)
     async def jct_list_stuck() -> results.StuckList:
         """Work needing a person, with reason and action."""
-        return await operators.list_stuck(core, limit=STUCK_SHOWN)
+        return await actions.list_stuck(core, limit=STUCK_SHOWN)
 
     @tool(mcp, READ)
     async def jct_search_audit(
@@ -62,7 +63,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         cursor: Cursor = None,
     ) -> results.AuditTrail:
         """Audit log, newest first."""
-        return await operators.search_audit(
+        return await actions.search_audit(
             core,
             actor_id=actor_id,
             action=action,

@@ -8,8 +8,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from server.core import results, review
+from server.core import results
 from server.core.models import Limits
+from server.core.review import reviews
 from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import DECISIVE, READ
@@ -22,7 +23,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     async def jct_list_pending_reviews(limit: Limit = 10, cursor: Cursor = None) -> results.PendingReviews:
         """Completed runs awaiting review, oldest first (evidence_pack_id, run_id, verdict, summary). Then
         jct_get_evidence and jct_submit_review."""
-        return await review.list_pending_reviews(core, limit=limit, cursor=cursor)
+        return await reviews.list_pending_reviews(core, limit=limit, cursor=cursor)
 
     @tool(mcp, DECISIVE)
     async def jct_submit_review(
@@ -41,6 +42,6 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     ) -> results.ReviewSubmitted:
         """Decide a pending evidence pack, once: approved (done), rejected (the task fails for good) or needs_changes
         (requeued; your reason goes into its next briefing). REVIEW_NOT_ALLOWED: you ran it."""
-        return await review.submit_review(
+        return await reviews.submit_review(
             core, identity.actor(ctx), evidence_pack_id, decision, reason, reviewer_name, override_reason
         )

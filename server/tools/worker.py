@@ -9,8 +9,11 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from server.core import completion, observe, queue, results, work
+from server.core import results
+from server.core.claims import queue, work
 from server.core.models import Limits, check_text, parse_id
+from server.core.operators import observe
+from server.core.review import completion
 from server.core.service import Core
 from server.errors import invalid
 from server.identity import Identity

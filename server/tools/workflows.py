@@ -8,9 +8,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from server.core import results, workflow_start
+from server.core import results
 from server.core.models import Limits
 from server.core.service import Core
+from server.core.workflows import start as workflow_start
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
 from server.tools.declare import tool

@@ -24,7 +24,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from server.core import cancel, mission_status, observe, operators, queue, review
+from server.core.claims import cancel, queue
+from server.core.missions import status as mission_status
+from server.core.operators import actions as operators
+from server.core.operators import observe
+from server.core.review import reviews as review
 from server.core.service import Core
 from server.errors import NOT_FOUND, ErrorCode, JctError
 from server.failures import world_failure

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from server.config import Settings
-from server.core import observe
+from server.core.operators import observe
 from server.core.service import Core
 from tests.claude_code.harness import ERAS, ClaudeCode
 from tests.claude_code.model import Reply, ToolResult, ToolUse, scripted_model

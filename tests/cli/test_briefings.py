@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from server.config import Settings
-from server.core import observe
+from server.core.operators import observe
 from server.core.service import Core
 from tests.support.command import jct, local_env, one_error_line
 

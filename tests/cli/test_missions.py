@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from server.config import Settings
-from server.core import completion, queue, work
+from server.core.claims import queue, work
 from server.core.models import Actor
+from server.core.review import completion
 from server.core.service import Core
 from tests.support.command import jct, local_env, one_error_line
 

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from server.core import completion, intake, observe, queue
+from server.core.briefings import intake
+from server.core.claims import queue
 from server.core.models import Actor
+from server.core.operators import observe
+from server.core.review import completion
 from server.core.service import Core
 from tests.cli.test_queue import OPERATOR, operator_env, row, settings_for
 from tests.support.command import jct, one_error_line

@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from server.config import Settings
-from server.core import completion, intake, queue, schema, work
+from server.core import schema
+from server.core.briefings import intake
+from server.core.claims import queue, work
 from server.core.models import Actor
+from server.core.review import completion
 from server.core.service import Core
 from tests.support.command import jct, local_env, one_error_line
 

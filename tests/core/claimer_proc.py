@@ -16,8 +16,9 @@ import sys
 import anyio
 
 from server.config import Settings
-from server.core import completion, queue
+from server.core.claims import queue
 from server.core.models import Actor
+from server.core.review import completion
 from server.core.service import Core
 
 

@@ -10,7 +10,7 @@ import anyio
 from sqlalchemy import func, select
 
 from server.config import Settings
-from server.core import intake
+from server.core.briefings import intake
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables

@@ -14,8 +14,9 @@ import pytest
 from sqlalchemy import func, select, update
 
 from server.config import Settings
-from server.core import completion, queue
+from server.core.claims import queue
 from server.core.models import Actor
+from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
 from server.errors import ErrorCode, JctError

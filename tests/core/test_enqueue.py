@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from server.config import Settings
-from server.core import intake, queue, results
+from server.core import results
+from server.core.briefings import intake
+from server.core.claims import queue
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ADMIN, ALICE, count, enqueue, race, separate_cores, snapshot

@@ -11,7 +11,9 @@ import pytest
 from sqlalchemy import select
 
 from server.config import Settings
-from server.core import completion, observe, queue, work
+from server.core.claims import queue, work
+from server.core.operators import observe
+from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
 from server.errors import ErrorCode, JctError

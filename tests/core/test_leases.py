@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import func, select, update
 
 from server.config import Settings
-from server.core import completion, queue, sweeper, work
+from server.core.claims import queue, sweeper, work
+from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
 from server.errors import ErrorCode, JctError

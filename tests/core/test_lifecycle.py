@@ -1,10 +1,12 @@
-"""The whole lifecycle through the service layer: enqueue, claim, report, complete, review."""
+"""The whole lifecycle through the service layer: enqueue, claim, report, complete, reviews."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.core import completion, observe, queue, review, work
+from server.core.claims import queue, work
+from server.core.operators import observe
+from server.core.review import completion, reviews
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, satisfied_by
@@ -68,9 +70,9 @@ async def test_needs_changes_requeues_with_a_new_briefing_carrying_the_feedback(
     await queue.claim_task(core, ALICE, task_id)
     done = await completion.complete_task(core, ALICE, task_id, success=True, summary="done")
     assert done.review.status == "awaiting_manual_review"
-    pending = await review.list_pending_reviews(core)
+    pending = await reviews.list_pending_reviews(core)
     assert [p.task_id for p in pending.reviews] == [task_id]
-    decided = await review.submit_review(core, BOB, done.evidence_pack.id, "needs_changes", "Add tests")
+    decided = await reviews.submit_review(core, BOB, done.evidence_pack.id, "needs_changes", "Add tests")
     assert (decided.task_status, decided.run_status, decided.context_packet_version) == ("queued", "needs_changes", 2)
     again = await queue.claim_next(core, BOB)
     assert again.task_id == task_id

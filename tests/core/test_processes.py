@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from server.config import Settings
-from server.core import queue, sweeper
+from server.core.claims import queue, sweeper
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import ALICE, count, enqueue

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from server.core.prover import (
+from server.core.review.prover import (
     Check,
     CriterionClaim,
     Evidence,

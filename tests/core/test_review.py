@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from server.config import Settings
-from server.core import completion, queue, results, review, work
+from server.core import results
+from server.core.claims import queue, work
 from server.core.models import Actor
+from server.core.review import completion, reviews
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError
@@ -59,25 +61,25 @@ async def test_without_auto_approve_a_passing_run_waits_for_review(manual: Core)
 
     assert done.review.status == "awaiting_manual_review"
     assert await statuses(manual, done) == ("under_review", "under_review", "completed")
-    pending = await review.list_pending_reviews(manual)
+    pending = await reviews.list_pending_reviews(manual)
     assert [p.evidence_pack_id for p in pending.reviews] == [done.evidence_pack.id]
 
 
 async def test_approving_finishes_the_run_the_issue_and_the_task(manual: Core) -> None:
     done = await complete(manual)
 
-    decided = await review.submit_review(manual, BOB, done.evidence_pack.id, "approved", "Looks right")
+    decided = await reviews.submit_review(manual, BOB, done.evidence_pack.id, "approved", "Looks right")
 
     assert (decided.run_status, decided.issue_status, decided.task_status) == ("done", "done", "completed")
     assert await statuses(manual, done) == ("done", "done", "completed")
-    assert (await review.list_pending_reviews(manual)).count == 0
+    assert (await reviews.list_pending_reviews(manual)).count == 0
     assert await count(manual, "review_decisions", evidence_pack_id=done.evidence_pack.id, decision="approved") == 1
 
 
 async def test_rejecting_fails_the_run_the_issue_and_the_task(manual: Core) -> None:
     done = await complete(manual)
 
-    decided = await review.submit_review(manual, BOB, done.evidence_pack.id, "rejected", "Wrong approach")
+    decided = await reviews.submit_review(manual, BOB, done.evidence_pack.id, "rejected", "Wrong approach")
 
     assert (decided.run_status, decided.issue_status, decided.task_status) == ("failed", "failed", "failed")
     assert await statuses(manual, done) == ("failed", "failed", "failed")
@@ -88,7 +90,7 @@ async def test_rejecting_fails_the_run_the_issue_and_the_task(manual: Core) -> N
 async def test_needs_changes_requeues_the_task_with_a_second_briefing_carrying_the_feedback(manual: Core) -> None:
     done = await complete(manual)
 
-    decided = await review.submit_review(manual, BOB, done.evidence_pack.id, "needs_changes", "Add tests")
+    decided = await reviews.submit_review(manual, BOB, done.evidence_pack.id, "needs_changes", "Add tests")
 
     assert (decided.run_status, decided.issue_status, decided.task_status) == ("needs_changes", "ready", "queued")
     assert decided.context_packet_version == 2
@@ -106,11 +108,11 @@ async def test_needs_changes_requeues_the_task_with_a_second_briefing_carrying_t
 
 async def test_a_pack_can_be_decided_only_once(manual: Core) -> None:
     done = await complete(manual)
-    await review.submit_review(manual, BOB, done.evidence_pack.id, "approved", "Fine")
+    await reviews.submit_review(manual, BOB, done.evidence_pack.id, "approved", "Fine")
     rows = await snapshot(manual)
 
     with pytest.raises(JctError) as err:
-        await review.submit_review(manual, BOB, done.evidence_pack.id, "rejected", "Changed my mind")
+        await reviews.submit_review(manual, BOB, done.evidence_pack.id, "rejected", "Changed my mind")
 
     assert err.value.code is ErrorCode.ALREADY_REVIEWED
     assert await snapshot(manual) == rows
@@ -122,7 +124,7 @@ async def test_an_auto_approved_pack_cannot_be_reviewed_again(core: Core) -> Non
     assert done.review.status == "auto_approved"
 
     with pytest.raises(JctError) as err:
-        await review.submit_review(core, BOB, done.evidence_pack.id, "rejected", "No")
+        await reviews.submit_review(core, BOB, done.evidence_pack.id, "rejected", "No")
 
     assert err.value.code is ErrorCode.ALREADY_REVIEWED
 
@@ -132,7 +134,7 @@ async def test_reviewing_a_missing_pack_is_evidence_pack_not_found(manual: Core)
     rows = await snapshot(manual)
 
     with pytest.raises(JctError) as err:
-        await review.submit_review(manual, BOB, str(uuid.uuid4()), "approved", "Fine")
+        await reviews.submit_review(manual, BOB, str(uuid.uuid4()), "approved", "Fine")
 
     assert err.value.code is ErrorCode.EVIDENCE_PACK_NOT_FOUND
     assert await snapshot(manual) == rows
@@ -157,7 +159,7 @@ async def test_a_malformed_review_is_invalid_argument_and_changes_nothing(
     rows = await snapshot(manual)
 
     with pytest.raises(JctError) as err:
-        await review.submit_review(manual, BOB, pack_id or done.evidence_pack.id, decision, reason)
+        await reviews.submit_review(manual, BOB, pack_id or done.evidence_pack.id, decision, reason)
 
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
     assert await snapshot(manual) == rows
@@ -181,7 +183,7 @@ async def test_auto_approve_verdicts_can_include_partial(make_settings: Settings
 
         assert done.review.status == "auto_approved"
         assert await statuses(core, done) == ("done", "done", "completed")
-        assert (await review.list_pending_reviews(core)).count == 0
+        assert (await reviews.list_pending_reviews(core)).count == 0
     finally:
         await core.db.dispose()
 
@@ -216,7 +218,7 @@ async def test_with_tokens_an_executor_may_not_review_its_own_run(with_tokens: C
     rows = await snapshot(with_tokens)
 
     with pytest.raises(JctError) as err:
-        await review.submit_review(with_tokens, ALICE, done.evidence_pack.id, "approved", "My own work is great")
+        await reviews.submit_review(with_tokens, ALICE, done.evidence_pack.id, "approved", "My own work is great")
 
     assert err.value.code is ErrorCode.REVIEW_NOT_ALLOWED
     assert await snapshot(with_tokens) == rows
@@ -226,18 +228,18 @@ async def test_with_tokens_an_admin_may_review_its_own_run(with_tokens: Core) ->
     alice_admin = Actor(actor_id="alice", name="alice", admin=True, session="alice-admin")
     done = await complete(with_tokens, actor=alice_admin)
 
-    decided = await review.submit_review(with_tokens, alice_admin, done.evidence_pack.id, "approved", "Checked")
+    decided = await reviews.submit_review(with_tokens, alice_admin, done.evidence_pack.id, "approved", "Checked")
 
     assert decided.run_status == "done"
 
 
 async def test_with_tokens_another_reviewer_may_review(with_tokens: Core) -> None:
     done = await complete(with_tokens, actor=ALICE)
-    decided = await review.submit_review(with_tokens, BOB, done.evidence_pack.id, "approved", "Checked")
+    decided = await reviews.submit_review(with_tokens, BOB, done.evidence_pack.id, "approved", "Checked")
     assert decided.run_status == "done"
 
 
 async def test_without_tokens_there_is_no_separation_of_duties(manual: Core) -> None:
     done = await complete(manual, actor=ALICE)
-    decided = await review.submit_review(manual, ALICE, done.evidence_pack.id, "approved", "Local user")
+    decided = await reviews.submit_review(manual, ALICE, done.evidence_pack.id, "approved", "Local user")
     assert decided.run_status == "done"

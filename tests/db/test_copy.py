@@ -18,7 +18,11 @@ from mcp import Client
 from sqlalchemy import insert, select
 
 from server.config import Settings
-from server.core import cancel, completion, missions, observe, queue, review, tokens, work
+from server.core import tokens
+from server.core.claims import cancel, queue, work
+from server.core.missions import plan
+from server.core.operators import observe
+from server.core.review import completion, reviews
 from server.core.service import Core
 from server.db import tables
 from server.db.copy import CopyError, copied_tables, copy_database
@@ -94,11 +98,11 @@ async def _live_in(core: Core) -> Lived:
     await queue.claim_task(core, BOB, reviewed)
     await work.report_artifact(core, BOB, reviewed, title="guide.md", artifact_type="doc", content="# Guide\n")
     first = await completion.complete_task(core, BOB, reviewed, success=True, summary="Wrote it")
-    await review.submit_review(core, ADMIN, first.evidence_pack.id, "needs_changes", "Add an example")
+    await reviews.submit_review(core, ADMIN, first.evidence_pack.id, "needs_changes", "Add an example")
     await queue.claim_task(core, BOB, reviewed)
     await work.report_artifact(core, BOB, reviewed, title="guide.md", artifact_type="doc", content="# Guide\nx=1\n")
     second = await completion.complete_task(core, BOB, reviewed, success=True, summary="Added one")
-    await review.submit_review(core, ADMIN, second.evidence_pack.id, "approved", "Good")
+    await reviews.submit_review(core, ADMIN, second.evidence_pack.id, "approved", "Good")
     core.settings.review_auto_approve = True
 
     failed = await enqueue(core, objective="Fix the flaky test", priority="P0")
@@ -112,7 +116,7 @@ async def _live_in(core: Core) -> Lived:
     await enqueue(core, objective="Still waiting", priority="P4", target_path="docs/")
     # A mission: phases, a dependency, tasks blocked behind them.
     task = {"operation": "docs", "target_repo": "myorg/api"}
-    await missions.create_mission(
+    await plan.create_mission(
         core,
         ADMIN,
         title="Document the API",

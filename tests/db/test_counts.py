@@ -13,8 +13,10 @@ from alembic import command
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from server.core import cancel, completion, queue, review, sweeper, work
+from server.core.claims import cancel, queue, sweeper, work
 from server.core.models import Actor
+from server.core.review import completion
+from server.core.review import reviews as review
 from server.core.service import Core
 from server.db import tables
 from server.db.engine import Database

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from server.core import cancel, queue
+from server.core.claims import cancel, queue
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import ADMIN, enqueue

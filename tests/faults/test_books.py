@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import update
 
-from server.core import completion, queue, work
+from server.core.claims import queue, work
 from server.core.models import Actor
+from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import ALICE, BOB

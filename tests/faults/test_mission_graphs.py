@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from server.config import Settings
-from server.core import missions
+from server.core.missions import plan
 from server.core.service import Core
 from server.db import tables
 from server.db.engine import Database
@@ -66,7 +66,7 @@ async def test_fifty_agents_never_claim_a_task_before_what_it_waits_for_is_appro
         mission_ids = []
         for n in range(MISSIONS):
             phases = chain() if n % 2 == 0 else diamonds()
-            made = await missions.create_mission(core, ADMIN, title=f"Mission {n}", goal="Graphs", phases=phases)
+            made = await plan.create_mission(core, ADMIN, title=f"Mission {n}", goal="Graphs", phases=phases)
             mission_ids.append(made.mission_id)
     finally:
         await core.db.dispose()

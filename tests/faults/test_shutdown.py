@@ -25,7 +25,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
 from server.config import Settings
-from server.core import intake
+from server.core.briefings import intake
 from server.core.service import Core
 from server.db import tables
 from server.db.engine import Database

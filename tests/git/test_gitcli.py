@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from server.config import Settings
-from server.core import gitcli
-from server.core.repos import Repos, looks_local
+from server.core.git import gitcli
+from server.core.git.repos import Repos, looks_local
 from server.errors import ErrorCode, JctError
 from tests.git.repo import Work, bare_clone
 

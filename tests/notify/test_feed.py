@@ -11,7 +11,8 @@ import pytest
 from mcp import Client
 
 from server.config import Settings
-from server.core import completion, queue, work
+from server.core.claims import queue, work
+from server.core.review import completion
 from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import JctServer, build_mcp

@@ -11,7 +11,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, GetPromptResult, PromptReference, ResourceTemplateReference, TextContent
 
-from server.core import completion, queue, results, review, work
+from server.core import results
+from server.core.claims import queue, work
+from server.core.review import completion, reviews
 from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
@@ -143,7 +145,7 @@ async def test_review_lists_pending_packs_or_embeds_one(core: Core, client: Clie
     assert f'jct_submit_review(evidence_pack_id="{done.evidence_pack.id}"' in pack
     assert "+new" in pack  # the diff itself
 
-    await review.submit_review(core, ADMIN, done.evidence_pack.id, "approved", "Fine.")
+    await reviews.submit_review(core, ADMIN, done.evidence_pack.id, "approved", "Fine.")
     decided = await prompt(client, "review", evidence_pack_id=done.evidence_pack.id)
     assert "already decided: approved" in decided
 

@@ -13,7 +13,11 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ResourceTemplateReference, TextResourceContents
 
-from server.core import completion, observe, queue, results, review, work
+from server.core import results
+from server.core.claims import queue, work
+from server.core.operators import observe
+from server.core.review import completion
+from server.core.review import reviews as review
 from server.core.service import Core
 from server.db import queries
 from server.identity import FixedIdentity

@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from sqlalchemy import update
 
-from server.core import sweeper
+from server.core.claims import sweeper
 from server.db import tables
 from server.errors import RpcCode
 from tests.core.helpers import PATCH, snapshot

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from server.config import Settings
-from server.core import intake
+from server.core.briefings import intake
 from server.core.service import Core
 from server.db.copy import copy_database
 from tests.conftest import POSTGRES_URL, drop_postgres_database, postgres_database

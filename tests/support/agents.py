@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
 from server.config import Settings
-from server.core import intake
+from server.core.briefings import intake
 from server.core.models import Actor
 from server.core.service import Core
 

@@ -200,7 +200,7 @@ class Books:
         for artifact in self.artifacts.values():
             if artifact["stored"]:
                 stored[Path(url2pathname(urlparse(artifact["uri"]).path))] = artifact
-        # A completed run's manifest (server/core/manifest.py) sits beside its artifacts, naming them.
+        # A completed run's manifest (server/core/review/manifest.py) sits beside its artifacts, naming them.
         files = {path.resolve() for path in trace_root.rglob("*") if path.is_file() and path.name != "manifest.json"}
         problems = [f"artifact {a['id']}: no file at {path}" for path, a in stored.items() if path not in files]
         for path in sorted(files):

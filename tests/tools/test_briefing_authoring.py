@@ -10,7 +10,10 @@ import pytest
 from mcp import Client
 from mcp_types import TextResourceContents
 
-from server.core import completion, intake, missions, queue, revise, work
+from server.core.briefings import intake, revise
+from server.core.claims import queue, work
+from server.core.missions import plan
+from server.core.review import completion
 from server.core.service import Core
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ADMIN, ALICE, BOB, PATCH
@@ -61,7 +64,7 @@ async def test_jct_enqueue_task_takes_prior_art_and_data(connect: ClientFactory,
 
 async def test_mission_tasks_carry_prior_art_and_data(connect: ClientFactory, core: Core) -> None:
     spec = {"key": "a", "objective": "Write the guide", "operation": "docs", "target_repo": "myorg/d"}
-    created = await missions.create_mission(
+    created = await plan.create_mission(
         core,
         ADMIN,
         title="Docs",

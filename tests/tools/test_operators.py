@@ -277,7 +277,7 @@ async def test_search_audit_filters_and_pages_newest_first(connect: ClientFactor
 
 
 async def test_throughput_counts_what_ended_in_the_last_hour(agent: Client, core: Core) -> None:
-    from server.core import operators
+    from server.core.operators import actions as operators
 
     await failed_task(agent, "one")
     for objective in ("two", "three"):

@@ -10,7 +10,7 @@ from mcp import Client
 from mcp_types import TextResourceContents
 from sqlalchemy import select
 
-from server.core import queue
+from server.core.claims import queue
 from server.core.service import Core
 from server.db import tables
 from tests.tools.conftest import ClientFactory, error, ok

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from sqlalchemy import select, update
 
-from server.core import sweeper
+from server.core.claims import sweeper
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import snapshot

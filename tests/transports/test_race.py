@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from sqlalchemy import func, select
 
-from server.core import intake
+from server.core.briefings import intake
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables

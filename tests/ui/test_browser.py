@@ -16,7 +16,10 @@ from mcp import Client
 from playwright.async_api import Browser, Page, async_playwright
 
 from server.config import Settings
-from server.core import completion, intake, queue, tokens
+from server.core import tokens
+from server.core.briefings import intake
+from server.core.claims import queue
+from server.core.review import completion
 from server.core.service import Core
 from tests.support.servers import serving as processes
 from tests.support.serving import serving

@@ -12,8 +12,12 @@ import httpx2
 import pytest
 
 from server.config import Settings
-from server.core import completion, intake, missions, queue, tokens, work
+from server.core import tokens
+from server.core.briefings import intake
+from server.core.claims import queue, work
+from server.core.missions import plan
 from server.core.models import Actor
+from server.core.review import completion
 from server.core.service import Core
 from server.ui.access import FORM_COOKIE
 from tests.support.serving import running
@@ -44,7 +48,7 @@ async def scene(core: Core) -> dict[str, str]:
     completed = await completion.complete_task(
         core, AGENT, done.task_id, run_id=claim.run_id, success=True, summary="ok"
     )
-    mission = await missions.create_mission(
+    mission = await plan.create_mission(
         core,
         ADMIN,
         title="Ship " + SCRIPT,

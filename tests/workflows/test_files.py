@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from server.core.workflows import MAX_FILE_BYTES, Problem, Workflows, read, schema
+from server.core.workflows.definitions import MAX_FILE_BYTES, Problem, Workflows, read, schema
 
 GOOD = """\
 name: tiny

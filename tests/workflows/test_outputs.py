@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from server.core import prover
+from server.core.review import prover
 from tests.support.flows import workflow_yaml
 from tests.tools.conftest import ClientFactory, connect, ok
 

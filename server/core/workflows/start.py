@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from server.core import missions
 from server.core import results as r
+from server.core.missions import plan as missions
 from server.core.models import Actor, Limits, check_text
 from server.core.service import Core
 from server.core.text import one_line
-from server.core.workflows import Catalog, Workflow, fill, levels
+from server.core.workflows.definitions import Catalog, Workflow, fill, levels
 from server.db import missions as q
 from server.errors import invalid
 

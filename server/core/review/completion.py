@@ -11,12 +11,15 @@ from typing import Any
 import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import gitcli, leases, manifest, prover, results, review, verified, views
+from server.core import results, views
 from server.core import telemetry as usage
+from server.core.claims import leases
+from server.core.claims.work import fenced_change, task_row
+from server.core.git import gitcli, verified
 from server.core.models import Actor, Limits, check_text, parse_id
+from server.core.review import manifest, prover, reviews
 from server.core.service import Core
 from server.core.text import parse_json, storable
-from server.core.work import fenced_change, task_row
 from server.db import changes, queries
 from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid
@@ -74,7 +77,7 @@ async def complete_task(
                 verified_commits=read.heads,
             )
         )
-        return review.settle_completion(
+        return reviews.settle_completion(
             core,
             actor,
             task=task,
@@ -139,7 +142,7 @@ class ReadChange:
 
 
 async def _read_change(core: Core, fence: Fence) -> ReadChange:
-    """files_changed for a verifiable task (server/core/verified.py), read before the fenced change so no
+    """files_changed for a verifiable task (server/core/git/verified.py), read before the fenced change so no
     transaction waits on git. A caller the fence will refuse gets nothing read."""
     if not core.repos.place_of_any():
         return ReadChange()
@@ -203,7 +206,7 @@ async def _recorded_outcome(core: Core, conn: AsyncConnection, fence: Fence) -> 
         run_id=mine["id"],
         run_status=mine["status"],
         evidence_pack=views.evidence_summary(pack),
-        review=review.outcome_of(pack, decision),
+        review=reviews.outcome_of(pack, decision),
         duplicate=True,
     )
 

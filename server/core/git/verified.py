@@ -6,7 +6,7 @@
 - At completion: `files_changed` from `base_commit` to the last verified commit, plus, for a local working
   tree, what is not committed yet (the union); the prover's scope check reads that list, not a pasted diff.
 
-All git work runs in subprocesses (server/core/gitcli.py); none of it inside a database transaction.
+All git work runs in subprocesses (server/core/git/gitcli.py); none of it inside a database transaction.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 
-from server.core import gitcli
-from server.core.repos import Place
+from server.core.git import gitcli
+from server.core.git.repos import Place
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid

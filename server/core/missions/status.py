@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import RowMapping
 
 from server.core import results as r
-from server.core.graph import mission_not_found
+from server.core.missions.graph import mission_not_found
 from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from server.core import dag, doctrine, intake
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
+from server.core.briefings import doctrine, intake
+from server.core.missions import dag
 from server.core.models import Actor, Limits, check_text, new_id
 from server.core.service import Core
 from server.db import missions as q

@@ -1,7 +1,7 @@
 """A task's place in its mission's graph (DESIGN section 11): its phase, what it waits for, its blockers.
 
-The rule itself is in server/core/missions.py; this is the part enqueueing a task into a running mission needs
-(server/core/intake.py), without the rest of missions.
+The rule itself is in server/core/missions/plan.py; this is the part enqueueing a task into a running mission needs
+(server/core/briefings/intake.py), without the rest of missions.
 """
 
 from __future__ import annotations

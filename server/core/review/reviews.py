@@ -11,10 +11,12 @@ from typing import Any, assert_never
 from sqlalchemy import ColumnElement, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import gates, missions, prover, results, views
+from server.core import results, views
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
+from server.core.missions import plan
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.review import gates, prover
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import changes, queries
 from server.errors import ErrorCode, JctError, not_found
@@ -171,7 +173,7 @@ def settle_completion(
     writes.append(changes.insert_audit(audit))
     if auto:
         # What waits for this task may go now (its mission's dependents and next phase).
-        writes.append(changes.Approve(task["id"], partial(missions.approval_audit, POLICY)))
+        writes.append(changes.Approve(task["id"], partial(plan.approval_audit, POLICY)))
 
     if not success:
         outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
@@ -296,7 +298,7 @@ async def submit_review(
         match choice:
             case Decision.APPROVED:
                 run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task["status"])
-                await missions.approved(core, conn, actor, task["id"])
+                await plan.approved(core, conn, actor, task["id"])
             case Decision.REJECTED:
                 run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
                 await queries.update_task(
@@ -422,7 +424,7 @@ async def _override_exhausted(
         await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.DONE, "updated_at": ts})
         audit.append(_issue_moved(actor, task["issue_id"], IssueStatus.DONE, trace))
     await queries.insert_audit(conn, audit)
-    await missions.approved(core, conn, actor, task["id"])
+    await plan.approved(core, conn, actor, task["id"])
     return results.ReviewSubmitted(
         review_id=review_id,
         decision=Decision.APPROVED,

@@ -61,7 +61,7 @@ class ProverInput:
     claims: tuple[CriterionClaim, ...]
     artifacts: tuple[ProverArtifact, ...]
     outputs: tuple[DeclaredOutput, ...] = ()
-    # A verifiable task (JCT reads its repository, server/core/verified.py): the files JCT found changed (None
+    # A verifiable task (JCT reads its repository, server/core/git/verified.py): the files JCT found changed (None
     # when it could not read them, `change_note` says why) and the commits it verified. Pasted diffs then
     # decide nothing.
     verifiable: bool = False

@@ -9,11 +9,12 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
-from server.core import doctrine, graph
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
+from server.core.briefings import doctrine
+from server.core.git.repos import looks_local
+from server.core.missions import graph
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum
-from server.core.repos import looks_local
 from server.core.service import Core
 from server.core.text import storable
 from server.db import queries

@@ -1,4 +1,4 @@
-"""The queue: list, claim, cancel, and its statistics (enqueueing: server/core/enqueue.py)."""
+"""The queue: list, claim, cancel, and its statistics (enqueueing: server/core/briefings/intake.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core import graph, telemetry, verified, views
 from server.core import results as r
+from server.core import telemetry, views
+from server.core.git import verified
+from server.core.missions import graph
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import claims, counts, listing, queries

@@ -15,7 +15,7 @@ from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results, views
-from server.core.pages import RunLine, run_line
+from server.core.operators.pages import RunLine, run_line
 from server.core.service import Core
 from server.db import listing
 from server.vocab import EntityKind

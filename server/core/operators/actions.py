@@ -13,9 +13,10 @@ from itertools import islice
 from typing import Any
 
 from server.core import results as r
-from server.core import review, views
+from server.core import views
 from server.core.audit import AuditAction, audit_row
 from server.core.models import Actor, Limits, check_text, parse_enum, parse_id
+from server.core.review import reviews
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import missions as mission_rows
 from server.db import operators as q
@@ -105,7 +106,7 @@ async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str,
     """The next briefing version, carrying the operator's feedback after every earlier round."""
     run = next(iter(await queries.runs_of_task(conn, task_id, 1)), None)
     pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
-    entry = review.feedback_entry(
+    entry = reviews.feedback_entry(
         "requeued",
         feedback,
         reviewer_id=actor.actor_id,
@@ -113,7 +114,7 @@ async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str,
         run_id=run["id"] if run is not None else None,
         verdict=pack["verdict"] if pack is not None else "none",
     )
-    return await review.append_feedback(conn, issue_id, entry, ts)
+    return await reviews.append_feedback(conn, issue_id, entry, ts)
 
 
 async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) -> r.PrioritySet:

@@ -9,8 +9,8 @@ import anyio
 
 from server.core import results
 from server.core.audit import AuditAction, audit_row
+from server.core.claims.queue import fold_counts
 from server.core.models import SYSTEM
-from server.core.queue import fold_counts
 from server.core.service import Core
 from server.db import leases, queries
 from server.failures import FailureLog

@@ -25,12 +25,12 @@ from typing import Any
 import jsonschema
 import yaml
 
-from server.core import dag
+from server.core.missions import dag
 from server.errors import ErrorCode, JctError
 
 log = logging.getLogger("jct.workflows")
 
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "workflows"
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "workflows"
 SCHEMA_FILE = SHIPPED_DIR / "workflow.schema.json"
 MAX_FILE_BYTES = 1024 * 1024
 SUFFIXES = (".yaml", ".yml")

@@ -16,8 +16,10 @@ import anyio
 from pydantic import ValidationError
 from sqlalchemy import RowMapping
 
-from server.core import doctrine, manifest, results, views
+from server.core import results, views
+from server.core.briefings import doctrine
 from server.core.models import parse_id
+from server.core.review import manifest
 from server.core.service import Core
 from server.db import listing, queries
 from server.errors import ErrorCode, JctError, not_found
@@ -87,7 +89,7 @@ class RunPage:
     events: Sequence[results.RunEventView]
     evidence: results.EvidencePackDetail | None
     review: Review | None
-    # The trace store's manifest (server/core/manifest.py); None until the run completes.
+    # The trace store's manifest (server/core/review/manifest.py); None until the run completes.
     manifest: dict[str, Any] | None = None
 
 

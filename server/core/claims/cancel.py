@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
-from server.core.graph import mission_not_found
+from server.core.missions.graph import mission_not_found
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.db import missions as q

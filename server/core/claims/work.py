@@ -1,6 +1,6 @@
 """Work on a claimed task: read the briefing, report artifacts and progress, complete or release.
 
-Every call that changes something passes the fence first (the rule: server/core/leases.py): the caller's
+Every call that changes something passes the fence first (the rule: server/core/claims/leases.py): the caller's
 run must be the task's active run with a live lease. Passing it renews the lease.
 """
 
@@ -14,9 +14,11 @@ from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server import uris
-from server.core import events, leases, results, verified
+from server.core import results
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
+from server.core.claims import events, leases
+from server.core.git import verified
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core
 from server.db import changes, queries
@@ -144,7 +146,7 @@ async def report_artifact(
 
 async def _verified_commit(core: Core, fence: Fence, content: str | None) -> str | None:
     """A commit artifact of a verifiable task: the commit it names, read in the repository and checked
-    against the run's base commit (server/core/verified.py). None when the task is not verifiable."""
+    against the run's base commit (server/core/git/verified.py). None when the task is not verifiable."""
     async with core.db.read() as conn:
         task = await queries.get_task(conn, fence.task_id)
         run = await leases.open_run(core, conn, fence)
@@ -242,7 +244,7 @@ async def report_progress(
             if rows := usage.totals_rows(spent):
                 writes.append(changes.insert_telemetry_deltas(rows))
         if events.needs_a_person(event_kind, checked):
-            # Only a person lifts it: the run is never approved automatically (server/core/review.py).
+            # Only a person lifts it: the run is never approved automatically (server/core/review/reviews.py).
             run_values["requires_human"] = True
         if run_values:
             writes.append(changes.update_run(run["id"], run_values, status_in=(RunStatus.RUNNING,)))

@@ -6,8 +6,8 @@ from typing import Literal
 
 import anyio
 
-from server.core import doctrine as doctrine_rule
 from server.core import results, views
+from server.core.briefings import doctrine as doctrine_rule
 from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import missions, queries

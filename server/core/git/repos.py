@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 
 from server.config import Settings, is_git_url
-from server.core import gitcli
+from server.core.git import gitcli
 from server.errors import ErrorCode, JctError
 
 # One segment of the part of a repository name below its prefix: no option, no hidden name, no '..'.

@@ -1,13 +1,14 @@
 """Read-only views of verifiable repositories: a branch's log, a diff (of a run or between two refs), a file
-at a ref. Everything is read through server/core/gitcli.py, cut at `max_chars` with a marker that says so."""
+at a ref. Everything is read through server/core/git/gitcli.py, cut at `max_chars` with a marker that says so."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from server.core import gitcli, results
+from server.core import results
+from server.core.git import gitcli
+from server.core.git.repos import Place
 from server.core.models import parse_id
-from server.core.repos import Place
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid, not_found
