@@ -1,0 +1,52 @@
+"""Logging in to the dashboard with a token, and out. With JCT_AUTH=none there is nothing to log in to."""
+
+from __future__ import annotations
+
+import hmac
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from server.ui.access import COOKIE, FORM_COOKIE, Viewer, form_token
+from server.ui.dashboard import Dashboard, dashboard, set_cookie
+
+MAX_LOGIN_BYTES = 4096
+
+
+async def login(request: Request) -> Response:
+    """The login form (GET) and its post: a valid token opens a session cookie and goes on to `next`."""
+    ui = dashboard(request)
+    refused = await ui.guard.validate_request(request)
+    if refused is not None:
+        return refused
+    target = request.query_params.get("next", "/ui/")
+    target = target if target.startswith("/ui/") and "//" not in target else "/ui/"
+    if not ui.tokens_on:
+        return RedirectResponse("/ui/", 303)
+    csrf, issued = form_token(request)
+    if request.method == "GET":
+        form_page = ui.render(request, None, "login.html", csrf=csrf, target=target, failed=False)
+        if issued:
+            set_cookie(request, form_page, FORM_COOKIE, csrf)
+        return form_page
+    length = request.headers.get("content-length")
+    if length is None or not length.isdigit() or int(length) > MAX_LOGIN_BYTES:
+        return ui.problem(request, None, 413, "Too large", "The login form was larger than a token.", "")
+    form = await request.form()
+    sent = form.get("csrf")
+    if issued or not isinstance(sent, str) or not hmac.compare_digest(sent, csrf):
+        return ui.problem(request, None, 403, "Form refused", "This login form is out of date.", "Reload the page.")
+    secret = form.get("token")
+    opened = await ui.access.login(secret.strip()) if isinstance(secret, str) else None
+    if opened is None:
+        return ui.render(request, None, "login.html", 401, csrf=csrf, target=target, failed=True)
+    _viewer, cookie = opened
+    response = RedirectResponse(target, 303)
+    set_cookie(request, response, COOKIE, cookie)
+    return response
+
+
+async def logout(ui: Dashboard, request: Request, viewer: Viewer) -> Response:
+    response = RedirectResponse("/ui/login", 303)
+    response.delete_cookie(COOKIE, path="/ui", httponly=True, samesite="strict")
+    return response
