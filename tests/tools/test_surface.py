@@ -111,7 +111,7 @@ def _undescribed(schema: dict[str, Any], where: str) -> list[str]:
 
 
 def _unbounded(path: str, value: dict[str, Any]) -> list[str]:
-    """What a property leaves unsaid of the limits the server enforces (README, Input limits)."""
+    """What a property leaves unsaid of the limits the server enforces (docs/tools.md, Input limits)."""
     types = value.get("type")
     options = [option.get("type") for option in value.get("anyOf", [])]
     if (
