@@ -25,13 +25,15 @@ def items(description: str, limit: int) -> Any:
 
 
 def uuid(description: str) -> Any:
-    return Field(description=description, json_schema_extra={"format": "uuid"})
+    """An id JCT handed out. Core checks it is a UUID (models.parse_id, INVALID_INPUT otherwise), so the schema
+    carries no `format: uuid`, which clients ignore and every agent's context window would pay for."""
+    return Field(description=description)
 
 
 Criterion = Annotated[str, Field(json_schema_extra={"maxLength": Limits.CRITERION})]
 Key = Annotated[str, Field(json_schema_extra={"maxLength": Limits.TITLE})]
 PriorArt = Annotated[str, Field(json_schema_extra={"maxLength": Limits.PRIOR_ART_ITEM})]
-Uuid = Annotated[str, Field(json_schema_extra={"format": "uuid"})]
+Uuid = str  # an id core checks (see uuid)
 TaskId = Annotated[str, uuid("The task's id.")]
 RunId = Annotated[str, uuid("The run's id.")]
 MissionId = Annotated[str, uuid("The mission's id.")]

@@ -110,6 +110,15 @@ def _undescribed(schema: dict[str, Any], where: str) -> list[str]:
     return [path for path, value in _properties(schema, where) if "description" not in value]
 
 
+# The ids JCT hands out: core checks each is a UUID (models.parse_id), which bounds it; the schema says so in the
+# parameter's name (or its list's) rather than in a `format` a client ignores.
+IDS = (
+    "_id",
+    "jct_enqueue_task.depends_on[]",
+    ".criteria_results[].evidence[]",
+)
+
+
 def _unbounded(path: str, value: dict[str, Any]) -> list[str]:
     """What a property leaves unsaid of the limits the server enforces (docs/tools.md, Input limits)."""
     types = value.get("type")
@@ -121,12 +130,12 @@ def _unbounded(path: str, value: dict[str, Any]) -> list[str]:
     ):
         return []  # a closed set, or bounded by a setting and checked by core (JCT_MAX_ARTIFACT_BYTES, JSON)
     missing = []
-    if (types == "string" or "string" in options) and "maxLength" not in value and value.get("format") != "uuid":
-        missing.append(f"{path}: maxLength or format uuid")
+    if (types == "string" or "string" in options) and "maxLength" not in value and not path.endswith(IDS):
+        missing.append(f"{path}: maxLength, or an id core checks")
     if types == "array" and "maxItems" not in value:
         missing.append(f"{path}: maxItems")
     if types == "array" and value.get("items", {}).get("type") == "string":
-        missing += _unbounded(f"{path}[]", value["items"]) if "format" not in value["items"] else []
+        missing += _unbounded(f"{path}[]", value["items"])
     if types == "integer" and "minimum" not in value:
         missing.append(f"{path}: minimum")
     return missing
