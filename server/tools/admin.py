@@ -45,7 +45,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         body: Annotated[str | None, text("For add.", Limits.DOCTRINE_BODY)] = None,
         repo_prefix: Annotated[str | None, text("Also all repos under it", Limits.REPO)] = None,
     ) -> doctrine.DoctrineList:
-        """Briefing guidance: add/replace, list, show, remove (final)."""
+        """Briefing guidance: add, list, show, remove."""
         return await doctrine.manage(core, identity.actor(ctx), action, name, body, repo_prefix)
 
     @tool(mcp, WRITE)

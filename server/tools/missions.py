@@ -90,8 +90,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         phase: Annotated[int | None, Field(ge=0, description="Only this phase's tasks.")] = None,
         since: Annotated[str | None, text("ISO time: only decisions after it.", 64)] = None,
     ) -> results.MissionView:
-        """A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions. include=['tasks']
-        adds its tasks."""
+        """A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions."""
         return await mission_status.get_mission(core, mission_id, include=include, phase=phase, since=since)
 
     @tool(mcp, READ)
