@@ -28,6 +28,7 @@ from server.tools.params import (
     TargetRepo,
     TaskId,
     Uuid,
+    bounded,
     items,
     text,
     uuid,
@@ -50,8 +51,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 
     @tool(mcp, WRITE)
     async def jct_enqueue_task(
-        objective: Annotated[str, text("What to achieve.", Limits.OBJECTIVE)],
-        operation: Annotated[Operation, Field(description="The kind of work.")],
+        objective: Annotated[str, bounded(Limits.OBJECTIVE)],
+        operation: Operation,
         target_repo: TargetRepo,
         ctx: Context,
         target_ref: Annotated[str, text("Branch or commit.", Limits.REF)] = "main",

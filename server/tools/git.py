@@ -14,13 +14,13 @@ from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
 from server.tools.declare import tool
-from server.tools.params import text, uuid
+from server.tools.params import bounded
 
-Repo = Annotated[str, text("Repo.", Limits.REPO)]
-Ref = Annotated[str, text("Ref.", Limits.REF)]
-OptionalRef = Annotated[str | None, text("Ref.", Limits.REF)]
-Path = Annotated[str | None, text("Path.", Limits.PATH)]
-MaxChars = Annotated[int, Field(ge=1, le=history.MAX_CHARS, description="Cap.")]
+Repo = Annotated[str, bounded(Limits.REPO)]
+Ref = Annotated[str, bounded(Limits.REF)]
+OptionalRef = Annotated[str | None, bounded(Limits.REF)]
+Path = Annotated[str | None, bounded(Limits.PATH)]
+MaxChars = Annotated[int, Field(ge=1, le=history.MAX_CHARS)]
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -29,15 +29,15 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         repo: Repo,
         ref: Ref = "main",
         path: Path = None,
-        limit: Annotated[int, Field(ge=1, le=history.MAX_LOG, description="Count.")] = 20,
+        limit: Annotated[int, Field(ge=1, le=history.MAX_LOG)] = 20,
     ) -> results.GitLog:
         """Commits of a repo JCT reads, newest first."""
         return await history.git_log(core, repo, ref, path, limit)
 
     @tool(mcp, READ)
     async def jct_git_diff(
-        run_id: Annotated[str | None, uuid("Run.")] = None,
-        repo: Annotated[str | None, text("Repo.", Limits.REPO)] = None,
+        run_id: str | None = None,
+        repo: Annotated[str | None, bounded(Limits.REPO)] = None,
         base: OptionalRef = None,
         head: OptionalRef = None,
         path: Path = None,
@@ -52,7 +52,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     async def jct_git_show(
         repo: Repo,
         ref: Ref,
-        path: Annotated[str, text("Path.", Limits.PATH)],
+        path: Annotated[str, bounded(Limits.PATH)],
         max_chars: MaxChars = 20_000,
     ) -> results.GitText:
         """A file at a ref, read by JCT."""

@@ -30,6 +30,7 @@ from server.tools.params import (
     Priority,
     Reason,
     TargetRepo,
+    bounded,
     items,
     text,
 )
@@ -38,8 +39,8 @@ from server.tools.params import (
 class PlannedTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
     key: str = text("Unique name.", Limits.TITLE)
-    objective: str = text("What to achieve.", Limits.OBJECTIVE)
-    operation: Operation = Field(description="The kind of work.")
+    objective: str = bounded(Limits.OBJECTIVE)
+    operation: Operation
     target_repo: TargetRepo
     target_ref: str = Field("main", description="Branch.", json_schema_extra={"maxLength": Limits.REF})
     target_path: str = Field("", description="Scope in the repo.", json_schema_extra={"maxLength": Limits.PATH})
@@ -95,9 +96,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
 
     @tool(mcp, READ)
     async def jct_list_missions(
-        status: Annotated[
-            Literal["active", "completed", "cancelled", "all"], Field(description="Which missions.")
-        ] = "active",
+        status: Literal["active", "completed", "cancelled", "all"] = "active",
         limit: Limit = 10,
         cursor: Cursor = None,
     ) -> results.MissionList:

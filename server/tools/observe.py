@@ -14,7 +14,7 @@ from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
 from server.tools.declare import tool
-from server.tools.params import AuditLimit, Cursor, RunId, TaskId, uuid
+from server.tools.params import AuditLimit, Cursor, RunId, TaskId
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
@@ -36,9 +36,9 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 
     @tool(mcp, READ)
     async def jct_get_artifact(
-        artifact_id: Annotated[str, uuid("The artifact's id.")],
+        artifact_id: str,
         offset: Annotated[int, Field(ge=0, description="First character.")] = 0,
-        max_chars: Annotated[int, Field(ge=1, le=100_000, description="At most this many.")] = 20_000,
+        max_chars: Annotated[int, Field(ge=1, le=100_000)] = 20_000,
     ) -> results.ArtifactContent:
         """An artifact's content, max_chars from offset; truncated: true with next_offset: call again for more."""
         return await observe.get_artifact(core, artifact_id, offset=offset, max_chars=max_chars)
@@ -48,7 +48,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         entity_kind: Annotated[
             Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"], Field(description="What entity_id names.")
         ],
-        entity_id: Annotated[str, uuid("Its id.")],
+        entity_id: str,
         limit: AuditLimit = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:

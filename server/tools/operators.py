@@ -16,7 +16,7 @@ from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ, WRITE
 from server.tools.declare import tool
-from server.tools.params import AuditLimit, Cursor, Priority, Reason, TaskId, text
+from server.tools.params import AuditLimit, Cursor, Priority, Reason, TaskId, bounded, text
 
 # jct_list_stuck shows the 50 most urgent items (the dashboard and `jct stuck` may ask for more).
 STUCK_SHOWN = 50
@@ -42,7 +42,7 @@ def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @tool(mcp, READ)
     async def jct_list_agents(
-        active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000, description="Window.")] = 3600,
+        active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000)] = 3600,
     ) -> results.AgentList:
         """Agents, their claims and lease ends."""
         return await actions.list_agents(core, active_within_seconds=active_within_seconds)
@@ -54,7 +54,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
 
     @tool(mcp, READ)
     async def jct_search_audit(
-        actor_id: Annotated[str | None, text("Who.", 256)] = None,
+        actor_id: Annotated[str | None, bounded(256)] = None,
         action: Annotated[str | None, text("e.g. task.failed", 64)] = None,
         entity_kind: Annotated[str | None, text("e.g. Task", 32)] = None,
         since: Annotated[str | None, text("ISO time.", 64)] = None,

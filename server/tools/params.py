@@ -3,6 +3,10 @@
 Every limit core enforces (README, Input limits) is also declared in the input schema, so a client sees it
 before calling; core stays the one place that checks it (and answers with JCT's own error codes), so the
 schema declares it through json_schema_extra rather than a second pydantic check.
+
+A parameter whose name, type and limits already say all there is (task_id, repo, ref, path, limit, max_chars,
+time_budget_seconds, idempotency_key, a closed set such as operation) has no description: "The task's id." on
+task_id would only cost every agent's context window. Every other parameter has one (tests/tools/test_surface.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ def text(description: str, limit: int) -> Any:
     return Field(description=description, json_schema_extra={"maxLength": limit})
 
 
+def bounded(limit: int) -> Any:
+    """A text parameter of at most `limit` characters that its name describes."""
+    return Field(json_schema_extra={"maxLength": limit})
+
+
 def items(description: str, limit: int) -> Any:
     """A list of at most `limit` items."""
     return Field(description=description, json_schema_extra={"maxItems": limit})
@@ -33,21 +42,22 @@ def uuid(description: str) -> Any:
 Criterion = Annotated[str, Field(json_schema_extra={"maxLength": Limits.CRITERION})]
 Key = Annotated[str, Field(json_schema_extra={"maxLength": Limits.TITLE})]
 PriorArt = Annotated[str, Field(json_schema_extra={"maxLength": Limits.PRIOR_ART_ITEM})]
-Uuid = str  # an id core checks (see uuid)
-TaskId = Annotated[str, uuid("The task's id.")]
-RunId = Annotated[str, uuid("The run's id.")]
-MissionId = Annotated[str, uuid("The mission's id.")]
-ClaimedRun = Annotated[str | None, uuid("Your claim's run_id.")]
+# Ids core checks (see uuid), named for what they identify.
+Uuid = str
+TaskId = str
+RunId = str
+MissionId = str
+ClaimedRun = str | None  # the run_id of your claim (jct_claim_task says to pass it)
 Operation = Literal["code_change", "docs", "analysis", "ops"]
 OperationFilter = Annotated[Operation | None, Field(description="Only this kind of work.")]
-Limit = Annotated[int, Field(ge=1, le=100, description="Page size.")]
-AuditLimit = Annotated[int, Field(ge=1, le=200, description="Page size.")]
+Limit = Annotated[int, Field(ge=1, le=100)]
+AuditLimit = Annotated[int, Field(ge=1, le=200)]
 Cursor = Annotated[str | None, text("From next_cursor.", Limits.CURSOR)]
 Reason = Annotated[str, text("Why; audited.", Limits.REASON)]
 TargetRepo = Annotated[str, text("e.g. myorg/api", Limits.REPO)]
 Priority = Annotated[Literal["P0", "P1", "P2", "P3", "P4"], Field(description="P0 first.")]
-IdempotencyKey = Annotated[str | None, text("A resend with it returns the first result.", Limits.IDEMPOTENCY_KEY)]
-Budget = Field(description="Seconds.", json_schema_extra={"minimum": Limits.MIN_BUDGET, "maximum": Limits.MAX_BUDGET})
+IdempotencyKey = Annotated[str | None, bounded(Limits.IDEMPOTENCY_KEY)]
+Budget = Field(json_schema_extra={"minimum": Limits.MIN_BUDGET, "maximum": Limits.MAX_BUDGET})
 DoctrineRefs = Annotated[
     list[Annotated[str, Field(json_schema_extra={"maxLength": Limits.DOCTRINE_REF})]] | None,
     items("ns/name", Limits.DOCTRINES),

@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from pydantic import Field
 
 from server.core import results
 from server.core.models import Limits
@@ -28,10 +27,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @tool(mcp, DECISIVE)
     async def jct_submit_review(
         evidence_pack_id: Annotated[str, uuid("From jct_list_pending_reviews.")],
-        decision: Annotated[
-            Literal["approved", "rejected", "needs_changes"],
-            Field(description="Your decision."),
-        ],
+        decision: Literal["approved", "rejected", "needs_changes"],
         reason: Annotated[str, text("Why, specifically.", Limits.REASON)],
         ctx: Context,
         reviewer_name: Annotated[

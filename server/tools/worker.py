@@ -37,7 +37,7 @@ class CriterionReport(BaseModel):
     criterion: str | int = Field(
         description="Its text or 0-based index.", json_schema_extra={"maxLength": Limits.CRITERION}
     )
-    status: Literal["satisfied", "unsatisfied"] = Field(description="Met or not.")
+    status: Literal["satisfied", "unsatisfied"]
     evidence: list[Uuid] = Field(
         default_factory=list,
         description="Ids of this run's artifacts that show it.",
