@@ -34,7 +34,7 @@ def items(description: str, limit: int) -> Any:
 
 
 def uuid(description: str) -> Any:
-    """An id JCT handed out. Core checks it is a UUID (models.parse_id, INVALID_INPUT otherwise), so the schema
+    """An id JCT handed out. Core checks it is a UUID (models.parse_id, INVALID_ARGUMENT otherwise), so the schema
     carries no `format: uuid`, which clients ignore and every agent's context window would pay for."""
     return Field(description=description)
 
