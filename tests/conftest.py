@@ -29,6 +29,17 @@ POSTGRES_URL = os.environ.get("JCT_TEST_POSTGRES_URL", "")
 DIALECTS = ["sqlite", "postgresql"] if POSTGRES_URL else ["sqlite"]
 
 
+def _long_first(item: pytest.Item) -> int:
+    """0 for the tests that take longest (marked `slow`, or run as one xdist group), 1 for the rest."""
+    return 0 if item.get_closest_marker("slow") or item.get_closest_marker("xdist_group") else 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long tests first (a stable sort: the same order on every worker), so `-n 2` does not end on one of them
+    while the other worker idles."""
+    items.sort(key=_long_first)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
