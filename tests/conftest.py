@@ -1,13 +1,16 @@
 """One database fixture for every test: SQLite always, PostgreSQL when JCT_TEST_POSTGRES_URL is set.
 
 PostgreSQL tests never skip once the variable is set: an unreachable server fails them.
-Each PostgreSQL test gets its own database, copied from a template migrated once per worker.
+Each test gets its own database, copied from a template migrated once per worker: a file copy on SQLite,
+`CREATE DATABASE ... TEMPLATE` on PostgreSQL. Tests of migration itself migrate their own databases.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,6 +27,17 @@ from server.db.migrate import upgrade
 
 POSTGRES_URL = os.environ.get("JCT_TEST_POSTGRES_URL", "")
 DIALECTS = ["sqlite", "postgresql"] if POSTGRES_URL else ["sqlite"]
+
+
+def _long_first(item: pytest.Item) -> int:
+    """0 for the tests that take longest (marked `slow`, or run as one xdist group), 1 for the rest."""
+    return 0 if item.get_closest_marker("slow") or item.get_closest_marker("xdist_group") else 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long tests first (a stable sort: the same order on every worker), so `-n 2` does not end on one of them
+    while the other worker idles."""
+    items.sort(key=_long_first)
 
 
 @pytest.fixture
@@ -82,6 +96,31 @@ def _drop_templates() -> Iterator[None]:
         asyncio.run(_admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
+_sqlite_template: list[Path] = []
+
+
+async def sqlite_template(directory: Path) -> Path:
+    """A migrated SQLite file for this test process, made once: a test's database is a copy of it.
+
+    Checkpointed and closed before it is copied, so the one file holds the whole schema (no -wal, no -shm)."""
+    if not _sqlite_template:
+        path = directory / "template.db"
+        db = Database(f"sqlite+aiosqlite:///{path}")
+        try:
+            await upgrade(db)
+        finally:
+            await db.dispose()
+        conn = sqlite3.connect(path)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        leftovers = [side for side in ("-wal", "-shm") if Path(f"{path}{side}").exists()]
+        assert not leftovers, f"the SQLite template kept {leftovers} after its last connection closed"
+        _sqlite_template.append(path)
+    return _sqlite_template[0]
+
+
 @pytest.fixture(params=DIALECTS)
 def dialect(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -93,14 +132,14 @@ def worker_id_str(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def database_url(dialect: str, tmp_path: Path, worker_id_str: str) -> AsyncIterator[str]:
+async def database_url(
+    dialect: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, worker_id_str: str
+) -> AsyncIterator[str]:
     """A migrated, empty database of the requested dialect."""
     if dialect == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'jct.db'}"
-        db = Database(url)
-        await upgrade(db)
-        await db.dispose()
-        yield url
+        template = await sqlite_template(tmp_path_factory.getbasetemp())
+        shutil.copyfile(template, tmp_path / "jct.db")
+        yield f"sqlite+aiosqlite:///{tmp_path / 'jct.db'}"
         return
     url = await postgres_database(worker_id_str)
     try:

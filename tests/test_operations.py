@@ -24,10 +24,10 @@ from server.db.engine import Database
 from server.db.tables import runs, tasks
 from server.shutdown import draining_server
 from tests.support.servers import serve
+from tests.support.serving import serving
 from tests.transports.conftest import (
     call,
     call_error,
-    http_server,
     server_env,
 )
 
@@ -56,10 +56,10 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 # --- /metrics ----------------------------------------------------------------------------------
 
 
-async def test_metrics_expose_the_documented_series_and_move_with_calls(database_url: str, tmp_path: Path) -> None:
-    env = server_env(database_url, tmp_path, notify_interval_seconds=0.05)
+async def test_metrics_expose_the_documented_series_and_move_with_calls(make_settings: Callable[..., Settings]) -> None:
+    settings = make_settings(notify_interval_seconds=0.05)
     with anyio.fail_after(LIMIT):
-        async with http_server(env, tmp_path) as base, httpx2.AsyncClient(timeout=10) as http:
+        async with serving(settings) as (base, _mcp), httpx2.AsyncClient(timeout=10) as http:
             before = await scrape(http, base)
             for series in ("jct_tasks", "jct_leases_overdue", "jct_open_sessions", "jct_pending_reviews"):
                 assert any(name == series for name, _ in before), f"{series} missing from /metrics"
@@ -103,10 +103,10 @@ async def test_metrics_expose_the_documented_series_and_move_with_calls(database
                 assert value(after, "jct_notification_fanout_seconds_count") >= 1
 
 
-async def test_metrics_count_the_leases_the_sweeper_expires(database_url: str, tmp_path: Path) -> None:
-    env = server_env(database_url, tmp_path, lease_seconds=5, sweep_interval_seconds=0.1)
+async def test_metrics_count_the_leases_the_sweeper_expires(make_settings: Callable[..., Settings]) -> None:
+    settings = make_settings(lease_seconds=5, sweep_interval_seconds=0.1)
     with anyio.fail_after(LIMIT):
-        async with http_server(env, tmp_path) as base, httpx2.AsyncClient(timeout=10) as http:
+        async with serving(settings) as (base, _mcp), httpx2.AsyncClient(timeout=10) as http:
             samples = await scrape(http, base)
             assert value(samples, "jct_leases_expired_total") == 0
             async with Client(f"{base}/mcp", mode="legacy") as agent:

@@ -1,4 +1,4 @@
-"""A real `jct serve` with JCT_AUTH=token, tokens for it, and MCP clients that present them."""
+"""JCT served with JCT_AUTH=token (uvicorn, real HTTP), tokens for it, and MCP clients that present them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,7 +61,7 @@ async def connect(kind: str, base_url: str, secret: str) -> AsyncIterator[Client
 
 @dataclass
 class TokenServer:
-    """A running `jct serve` (JCT_AUTH=token) and a Core on its database, to mint and revoke tokens."""
+    """A running JCT server (JCT_AUTH=token) and a Core on its database, to mint and revoke tokens."""
 
     kind: str
     base_url: str
@@ -81,10 +80,10 @@ class TokenServer:
 
 @pytest.fixture(params=HTTP_KINDS)
 async def token_server(
-    request: pytest.FixtureRequest, database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    request: pytest.FixtureRequest, make_settings: Callable[..., Settings]
 ) -> AsyncIterator[TokenServer]:
-    """`jct serve` with JCT_AUTH=token (manual review, so completed work waits for a reviewer)."""
-    async with served(database_url, tmp_path, make_settings, auth="token", review_auto_approve=False) as (url, core):
+    """JCT served with JCT_AUTH=token (manual review, so completed work waits for a reviewer)."""
+    async with served(make_settings, auth="token", review_auto_approve=False) as (url, core):
         yield TokenServer(str(request.param), url, core)
 
 

@@ -1,4 +1,4 @@
-"""A real `jct serve` at its front door: refusals MCP clients can show, and URLs that never echo a foreign Host.
+"""JCT served over real HTTP, at its front door: refusals MCP clients can show, and URLs that never echo a foreign Host.
 
 Before: 401/403/429 bodies were plain OAuth JSON (`{"error": ..., "error_description": ...}`), which the SDK
 client reports as "Server returned an error response"; the metadata and the challenge named whatever Host
@@ -24,7 +24,7 @@ from server.errors import RpcCode
 from tests.security.conftest import bearer, future_token, sdk_refusal
 from tests.support import serving
 from tests.support.command import jct
-from tests.transports.conftest import http_server, server_env
+from tests.transports.conftest import server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -33,9 +33,9 @@ METADATA = "/.well-known/oauth-protected-resource"
 
 
 @pytest.fixture
-def served(database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]) -> Callable[..., Any]:
+def served(make_settings: Callable[..., Settings]) -> Callable[..., Any]:
     """served(**settings) -> an async context manager: (base URL, Core on its database) of a token server."""
-    return lambda **overrides: serving.served(database_url, tmp_path, make_settings, auth="token", **overrides)
+    return lambda **overrides: serving.served(make_settings, auth="token", **overrides)
 
 
 async def test_refusals_are_json_rpc_errors_with_the_request_id(served: Any) -> None:
@@ -163,19 +163,21 @@ async def test_jct_public_url_names_the_server_everywhere(served: Any, database_
     assert f"claude mcp add --transport http jct {public}/mcp --header" in out
 
 
-async def test_metrics_is_host_checked_like_mcp(database_url: str, tmp_path: Path) -> None:
+async def test_metrics_is_host_checked_like_mcp(make_settings: Callable[..., Settings]) -> None:
     """A DNS-rebinding page (a foreign Host, or a foreign Origin) cannot read /metrics; health stays open."""
     with anyio.fail_after(60):
         async with (
-            http_server(server_env(database_url, tmp_path), tmp_path) as base_url,
+            serving.serving(make_settings()) as (base_url, _mcp),
             httpx2.AsyncClient(base_url=base_url) as http,
         ):
             foreign = await http.get("/metrics", headers={"host": "evil.example"})
             origin = await http.get("/metrics", headers={"origin": "http://evil.example"})
             own = await http.get("/metrics")
             health = await http.get("/healthz", headers={"host": "evil.example"})
-        env = server_env(database_url, tmp_path, allowed_hosts="evil.example")
-        async with http_server(env, tmp_path) as base_url, httpx2.AsyncClient(base_url=base_url) as http:
+        async with (
+            serving.serving(make_settings(allowed_hosts="evil.example")) as (base_url, _mcp),
+            httpx2.AsyncClient(base_url=base_url) as http,
+        ):
             allowed = await http.get("/metrics", headers={"host": "evil.example"})
     assert foreign.status_code == 421
     assert origin.status_code == 403

@@ -26,7 +26,7 @@ from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from tests.core.helpers import PATCH, snapshot
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 EXAMPLES = 150
 HUGE = [

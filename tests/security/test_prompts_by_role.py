@@ -5,7 +5,6 @@ jct_create_mission); prompts/get of another answers INVALID_PARAMS and renders n
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
 import pytest
@@ -26,10 +25,10 @@ EXPECTED = {
 
 
 async def test_prompts_are_listed_and_served_per_role(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    make_settings: Callable[..., Settings],
 ) -> None:
     with anyio.fail_after(120):
-        async with served(database_url, tmp_path, make_settings, auth="token") as (url, core):
+        async with served(make_settings, auth="token") as (url, core):
             server = TokenServer("http-modern", url, core)
             for role, expected in EXPECTED.items():
                 secret = await server.token(f"{role}-1", role)

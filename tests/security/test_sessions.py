@@ -1,6 +1,6 @@
 """No principal can lock out another (DESIGN section 10): sessions are capped per principal, the least
 recently used goes first, a new session is never refused, and a revoked token's sessions and event streams
-close within a second. Against a real `jct serve` with tokens, over real HTTP.
+close within a second. Against JCT with tokens, served by uvicorn over real HTTP.
 
 Measured before: one token opened 10,000 streamable HTTP sessions in 71 s, after which every legacy client of
 every principal got `503 Too many open sessions` until restart, and revoking the token freed nothing."""
@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,12 +32,10 @@ TOTAL = 12
 
 
 @asynccontextmanager
-async def server(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings], **overrides: Any
-) -> AsyncIterator[tuple[str, Core]]:
-    """`jct serve` with tokens and small session caps, and a Core on its database to mint tokens."""
+async def server(make_settings: Callable[..., Settings], **overrides: Any) -> AsyncIterator[tuple[str, Core]]:
+    """JCT served with tokens and small session caps, and a Core on its database to mint tokens."""
     caps = {"max_sessions_per_principal": PER_PRINCIPAL, "max_sessions": TOTAL}
-    async with served(database_url, tmp_path, make_settings, auth="token", **caps, **overrides) as (base_url, core):
+    async with served(make_settings, auth="token", **caps, **overrides) as (base_url, core):
         yield base_url, core
 
 
@@ -54,10 +51,10 @@ async def open_sessions(base_url: str, secret: str, n: int, stack: AsyncExitStac
 
 
 async def test_one_principal_flooding_sessions_loses_its_oldest_and_locks_out_nobody(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    make_settings: Callable[..., Settings],
 ) -> None:
     with anyio.fail_after(LIMIT):
-        async with server(database_url, tmp_path, make_settings) as (base_url, core), AsyncExitStack() as stack:
+        async with server(make_settings) as (base_url, core), AsyncExitStack() as stack:
             flood, _ = await tokens.create_token(core, "flood", ["worker"])
             alice, _ = await tokens.create_token(core, "alice", ["worker"])
 
@@ -80,12 +77,12 @@ async def test_one_principal_flooding_sessions_loses_its_oldest_and_locks_out_no
 
 
 async def test_at_the_process_cap_a_new_session_is_never_refused(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    make_settings: Callable[..., Settings],
 ) -> None:
     """TOTAL sessions from several principals fill the process; the next one, of a newcomer, is admitted and
     the least recently used idle session of anyone makes room."""
     with anyio.fail_after(LIMIT):
-        async with server(database_url, tmp_path, make_settings) as (base_url, core), AsyncExitStack() as stack:
+        async with server(make_settings) as (base_url, core), AsyncExitStack() as stack:
             held: list[RawSession] = []
             for n in range(TOTAL // PER_PRINCIPAL):
                 secret, _ = await tokens.create_token(core, f"agent-{n}", ["worker"])
@@ -103,12 +100,12 @@ async def test_at_the_process_cap_a_new_session_is_never_refused(
 
 
 async def test_revoking_a_token_closes_its_sessions_and_streams_within_a_second(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    make_settings: Callable[..., Settings],
 ) -> None:
     """A legacy session with its GET stream open, an SSE connection and a 2026-07-28 listen stream, all of one
     token: revoking it ends each of them within a second (plus polling slack); another token's are kept."""
     with anyio.fail_after(LIMIT):
-        async with server(database_url, tmp_path, make_settings) as (base_url, core), AsyncExitStack() as stack:
+        async with server(make_settings) as (base_url, core), AsyncExitStack() as stack:
             doomed, _ = await tokens.create_token(core, "doomed", ["worker"])
             other, _ = await tokens.create_token(core, "other", ["worker"])
             session = (await open_sessions(base_url, doomed, 1, stack))[0]
@@ -137,8 +134,8 @@ async def test_revoking_a_token_closes_its_sessions_and_streams_within_a_second(
                 except Exception:
                     pass
             assert not waited.cancelled_caught
-            with httpx2.Client(timeout=5) as http:
-                metrics = http.get(f"{base_url}/metrics").text
+            async with httpx2.AsyncClient(timeout=5) as http:  # the server runs on this event loop
+                metrics = (await http.get(f"{base_url}/metrics")).text
             assert 'jct_open_sessions{transport="sse"} 0.0' in metrics
             assert 'jct_open_sessions{transport="listen"} 0.0' in metrics
 
@@ -154,13 +151,13 @@ async def _ends(response: httpx2.Response) -> float:
 
 
 async def test_idle_sessions_are_closed_and_an_sdk_client_carries_on(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    make_settings: Callable[..., Settings],
 ) -> None:
     """JCT_SESSION_IDLE_SECONDS closes a session nobody used (Claude Code, which never sends DELETE, leaves
     them behind; it re-initializes on the 404: tests/claude_code/test_session_loss.py)."""
     with anyio.fail_after(LIMIT):
         async with (
-            server(database_url, tmp_path, make_settings, session_idle_seconds=1) as (base_url, core),
+            server(make_settings, session_idle_seconds=1) as (base_url, core),
             AsyncExitStack() as stack,
         ):
             secret, _ = await tokens.create_token(core, "idle", ["worker"])
@@ -181,10 +178,10 @@ async def test_idle_sessions_are_closed_and_an_sdk_client_carries_on(
 
 
 async def test_a_revoked_name_can_be_used_again_and_rotation_replaces_the_secret(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    make_settings: Callable[..., Settings],
 ) -> None:
     with anyio.fail_after(LIMIT):
-        async with server(database_url, tmp_path, make_settings) as (base_url, core):
+        async with server(make_settings) as (base_url, core):
             first, _ = await tokens.create_token(core, "ci-1", ["worker"])
             with pytest.raises(Exception, match="already exists"):
                 await tokens.create_token(core, "ci-1", ["worker"])
@@ -208,10 +205,10 @@ async def test_a_revoked_name_can_be_used_again_and_rotation_replaces_the_secret
 
 
 async def test_subscriptions_are_validated_and_capped_per_session(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    make_settings: Callable[..., Settings],
 ) -> None:
     with anyio.fail_after(LIMIT):
-        async with server(database_url, tmp_path, make_settings, max_subscriptions_per_session=3) as (base, core):
+        async with server(make_settings, max_subscriptions_per_session=3) as (base, core):
             secret, _ = await tokens.create_token(core, "watcher", ["worker"])
             async with connect("http-legacy", base, secret) as client:
                 for uri in ("file:///etc/passwd", "jct://tasks/not-a-uuid", "jct://queue/../../x", "x" * 5000):

@@ -12,7 +12,6 @@ import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,7 +24,7 @@ from server.db.copy import copy_database
 from tests.conftest import POSTGRES_URL, drop_postgres_database, postgres_database
 from tests.core.helpers import ADMIN, snapshot
 from tests.support.raw import RawSession
-from tests.transports.conftest import http_server, server_env
+from tests.support.serving import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -42,11 +41,11 @@ class Served:
 
 
 @pytest.fixture
-async def served(database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]) -> AsyncIterator[Served]:
-    env = server_env(database_url, tmp_path, max_artifact_bytes=4096, max_run_artifact_bytes=8192)
+async def served(make_settings: Callable[..., Settings]) -> AsyncIterator[Served]:
+    settings = make_settings(max_artifact_bytes=4096, max_run_artifact_bytes=8192)
     core = Core.build(make_settings())
     try:
-        async with http_server(env, tmp_path) as base_url, AsyncExitStack() as stack:
+        async with serving(settings) as (base_url, _mcp), AsyncExitStack() as stack:
             session = RawSession(base_url)
             stack.push_async_callback(session.aclose)
             await session.initialize()

@@ -2,8 +2,9 @@
 
 `transport` is parametrized over memory, stdio, http-legacy, http-modern and sse. Calling it
 (`async with transport(**setting_overrides) as client`) yields a connected `mcp.Client`. Clients asking
-for the same overrides share one server (two HTTP clients talk to one uvicorn process); stdio starts
-one `jct serve --stdio` process per client, as Claude Code does.
+for the same overrides share one server (two HTTP clients talk to one uvicorn server, run in the test's
+process on a real socket: tests/support/serving.py); stdio starts one `jct serve --stdio` process per
+client, as Claude Code does. `http_server` starts `jct serve` as a process, for tests whose subject is it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from mcp.server import MCPServer
 from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
+from tests.support.serving import serving
 
 KINDS = ["memory", "stdio", "http-legacy", "http-modern", "sse"]
 READY_SECONDS = 60.0
@@ -187,8 +189,8 @@ class Transport:
             )
             return Client(params, mode="legacy")
         if key not in self.servers:
-            env = server_env(self.database_url, self.tmp_path, **overrides)
-            self.servers[key] = await self.stack.enter_async_context(http_server(env, self.tmp_path))
+            settings = self.make_settings(**overrides)
+            self.servers[key], _mcp = await self.stack.enter_async_context(serving(settings))
         base_url = self.servers[key]
         if self.kind == "http-legacy":
             return Client(f"{base_url}/mcp", mode="legacy")

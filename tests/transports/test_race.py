@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,7 +15,8 @@ from server.core.briefings import intake
 from server.core.models import Actor
 from server.core.service import Core
 from server.db import tables
-from tests.transports.conftest import call, http_server, server_env
+from tests.support.serving import serving
+from tests.transports.conftest import call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -25,9 +25,7 @@ TASKS = 60
 ADMIN = Actor(actor_id="root", actor_kind="human", admin=True)
 
 
-async def test_thirty_agents_claim_every_task_exactly_once(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Any]
-) -> None:
+async def test_thirty_agents_claim_every_task_exactly_once(make_settings: Callable[..., Any]) -> None:
     core = Core.build(make_settings())
     try:
         task_ids = [
@@ -44,7 +42,7 @@ async def test_thirty_agents_claim_every_task_exactly_once(
             for n in range(TASKS)
         ]
         with anyio.fail_after(240):
-            async with http_server(server_env(database_url, tmp_path), tmp_path) as base_url:
+            async with serving(make_settings()) as (base_url, _mcp):
                 claims = await _race(f"{base_url}/mcp")
                 async with Client(f"{base_url}/mcp", mode="legacy") as observer:
                     for task_id in task_ids:

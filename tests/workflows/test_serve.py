@@ -29,7 +29,7 @@ steps:
 
 
 async def test_broken_workflow_files_never_stop_the_server(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+    tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
     flows = tmp_path / "flows"
     flows.mkdir()
@@ -39,7 +39,7 @@ async def test_broken_workflow_files_never_stop_the_server(
     (flows / "cycle.yaml").write_text(GOOD.replace("tidy\nsummary", "loop\nsummary") + "    depends_on: [tidy]\n")
     (flows / "binary.yml").write_bytes(b"\x00\xff\xfe" * 100)
     with anyio.fail_after(120):
-        async with served(database_url, tmp_path, make_settings, workflows_dir=flows) as (url, _core):
+        async with served(make_settings, workflows_dir=flows) as (url, _core):
             async with httpx2.AsyncClient() as http:
                 assert (await http.get(f"{url}/readyz")).json()["status"] == "ready"
             async with Client(streamable_http_client(f"{url}/mcp"), mode="legacy") as client:
