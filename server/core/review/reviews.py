@@ -42,13 +42,13 @@ def settle_completion(
 ) -> tuple[list[changes.Write], results.Completion]:
     """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: the writes, made in the fenced change."""
     pack_id = new_id()
-    # A run with a blocker only a person can lift is never approved automatically.
-    auto = (
-        success
-        and core.settings.review_auto_approve
-        and evidence.verdict in core.settings.review_auto_approve_verdicts
-        and not run.get("requires_human", False)
-        and gates.may_auto_approve(task)  # a workflow step's gate may ask for an agent or a person
+    auto = prover.auto_approves(
+        evidence.verdict,
+        success=success,
+        policy=core.settings.review_auto_approve,
+        verdicts=core.settings.review_auto_approve_verdicts,
+        requires_human=bool(run.get("requires_human", False)),
+        review=gates.gate_of(task, core.settings.max_review_rounds).review,
     )
     run_status: RunStatus
     issue_status: IssueStatus
