@@ -21,7 +21,7 @@ from typing import Any
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import doctrine, intake
-from server.core.missions import dag
+from server.core.missions import dag, graph
 from server.core.models import Actor, Limits, check_text, new_id
 from server.core.service import Core
 from server.db import missions as q
@@ -226,9 +226,8 @@ def _task_rows(
     steps: Mapping[str, dict[str, Any]] | None,
 ) -> queries.TaskBundle:
     rows = intake.bundle(core, actor, task.request, None, None, task_id=task_id)
-    blockers = len(task.depends_on) + (1 if task.phase > 0 else 0)
-    status = TaskStatus.BLOCKED if blockers else TaskStatus.QUEUED
-    rows.task.update(mission_id=mission_id, phase=task.phase, blockers=blockers, status=status)
+    # A new mission: nothing is approved yet, and no phase is done.
+    status = graph.start(rows.task, mission_id, task.phase, unapproved=len(task.depends_on), phase_before_done=False)
     if steps is not None:
         rows.task["step"] = steps[task.key]
         if rows.packet is not None:
