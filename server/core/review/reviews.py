@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Any, assert_never
 
@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core import results, views
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row
+from server.core.briefings import versions
 from server.core.missions import plan
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.review import gates, prover
@@ -340,7 +341,17 @@ async def submit_review(
                     audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task["id"], completed, after, trace)
                 )
                 if task["issue_id"] is not None:
-                    version = await _feedback_packet(conn, task["issue_id"], choice, reason, reviewer, run, pack, ts)
+                    version = await versions.with_feedback(
+                        conn,
+                        task["issue_id"],
+                        ts,
+                        decision=choice.value,
+                        reason=reason,
+                        reviewer_id=actor.actor_id,
+                        reviewer_name=reviewer_name,
+                        run_id=run["id"],
+                        verdict=pack["verdict"],
+                    )
             case _:
                 assert_never(choice)
         await queries.update_run(conn, run["id"], {"status": run_status}, status_in=(RunStatus.UNDER_REVIEW,))
@@ -432,78 +443,6 @@ async def _override_exhausted(
         run_status=RunStatus.DONE,
         task_status=TaskStatus.COMPLETED,
     )
-
-
-async def _feedback_packet(
-    conn: AsyncConnection,
-    issue_id: str,
-    choice: Decision,
-    reason: str,
-    reviewer: Mapping[str, str],
-    run: RowMapping,
-    pack: RowMapping,
-    ts: ColumnElement[datetime],
-) -> int:
-    """needs_changes: the next briefing version carries every piece of feedback so far."""
-    entry = feedback_entry(
-        choice.value,
-        reason,
-        reviewer_id=reviewer["actor_id"],
-        reviewer_name=reviewer["name"],
-        run_id=run["id"],
-        verdict=pack["verdict"],
-    )
-    return await append_feedback(conn, issue_id, entry, ts)
-
-
-def feedback_entry(
-    decision: str, reason: str, *, reviewer_id: str, reviewer_name: str, run_id: str | None, verdict: str
-) -> dict[str, Any]:
-    """One round of feedback as a briefing version keeps it (results.ReviewFeedback reads it back)."""
-    return {
-        "decision": decision,
-        "reason": reason,
-        "reviewer": reviewer_id,  # the principal; the name it chose is only self-reported
-        "reviewer_name": reviewer_name,
-        "run_id": run_id,
-        "verdict": verdict,
-        "at": datetime.now(UTC).isoformat(),
-    }
-
-
-async def append_feedback(conn: AsyncConnection, issue_id: str, entry: dict[str, Any], ts: Any) -> int:
-    """A new briefing version: the latest one's parts, its review feedback and `entry` after it. Its number."""
-    return await new_briefing_version(conn, issue_id, ts, feedback=entry)
-
-
-async def new_briefing_version(
-    conn: AsyncConnection,
-    issue_id: str,
-    ts: Any,
-    *,
-    changes: dict[str, Any] | None = None,
-    feedback: dict[str, Any] | None = None,
-) -> int:
-    """The issue's next briefing version: the latest one's parts with `changes` over them, and `feedback` after
-    its review feedback. Its number (a concurrent new version makes the insert fail on the version's key)."""
-    latest = await queries.latest_context_packet(conn, issue_id)
-    assert latest is not None  # every issue starts with version 1
-    version = int(latest["version"]) + 1
-    earlier = list(latest["review_feedback"] or [])
-    packet = {
-        "id": new_id(),
-        "issue_id": issue_id,
-        "version": version,
-        "summary": latest["summary"],
-        "prior_art": latest["prior_art"],
-        "files_of_interest": latest["files_of_interest"],
-        "acceptance_criteria": latest["acceptance_criteria"],
-        "data": latest["data"],
-        "review_feedback": [*earlier, feedback] if feedback is not None else latest["review_feedback"],
-        "created_at": ts,
-    }
-    await queries.insert_context_packet(conn, packet | (changes or {}))
-    return version
 
 
 def _issue_moved(actor: Actor, issue_id: str, status: IssueStatus, trace: str) -> dict[str, Any]:
