@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime
-from functools import partial
 from typing import Any, assert_never
 
 from sqlalchemy import ColumnElement, RowMapping
@@ -174,7 +173,7 @@ def settle_completion(
     writes.append(changes.insert_audit(audit))
     if auto:
         # What waits for this task may go now (its mission's dependents and next phase).
-        writes.append(changes.Approve(task["id"], partial(plan.approval_audit, POLICY)))
+        writes.append(plan.approval(POLICY, task["id"]))
 
     if not success:
         outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
@@ -261,9 +260,7 @@ async def submit_review(
         last_run = (task["result"] or {}).get("run_id")
         overridable = pack["review_state"] == ReviewState.NEEDS_CHANGES and last_run == pack["run_id"]
         if override_reason is not None and overridable and gates.exhausted(task):
-            return await _override_exhausted(
-                core, conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts
-            )
+            return await _override_exhausted(conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts)
         gates.check_reviewer(gate, actor, run["actor_id"], override_reason)
         if not await queries.decide_evidence_pack(conn, pack_id, choice.value):
             raise JctError(
@@ -299,7 +296,7 @@ async def submit_review(
         match choice:
             case Decision.APPROVED:
                 run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task["status"])
-                await plan.approved(core, conn, actor, task["id"])
+                await plan.approve(conn, actor, task["id"])
             case Decision.REJECTED:
                 run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
                 await queries.update_task(
@@ -381,7 +378,6 @@ async def submit_review(
 
 
 async def _override_exhausted(
-    core: Core,
     conn: AsyncConnection,
     actor: Actor,
     pack: RowMapping,
@@ -435,7 +431,7 @@ async def _override_exhausted(
         await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.DONE, "updated_at": ts})
         audit.append(_issue_moved(actor, task["issue_id"], IssueStatus.DONE, trace))
     await queries.insert_audit(conn, audit)
-    await plan.approved(core, conn, actor, task["id"])
+    await plan.approve(conn, actor, task["id"])
     return results.ReviewSubmitted(
         review_id=review_id,
         decision=Decision.APPROVED,
