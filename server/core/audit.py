@@ -97,3 +97,9 @@ def audit_row(
         "after": after,
         "trace_id": trace_id,
     }
+
+
+def issue_moved(actor: Actor, issue_id: str, status: IssueStatus, trace_id: str | None) -> dict[str, Any]:
+    """The audit row of an issue following its task (a completion, a review)."""
+    moved = AuditAction.issue_moved(status)
+    return audit_row(actor, moved, EntityKind.ISSUE, issue_id, None, {"status": status}, trace_id)

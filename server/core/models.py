@@ -53,7 +53,7 @@ SYSTEM = Actor(actor_id="jct", actor_kind="system", name="jct")
 
 
 class Limits:
-    """The maximum size of every text a client can send (documented in the README)."""
+    """The maximum size of every text a client can send (documented in docs/tools.md, "Input limits")."""
 
     OBJECTIVE = 4_000
     SUMMARY = 20_000

@@ -50,7 +50,7 @@ def context_packet(packet: RowMapping | None) -> r.ContextPacket | None:
     return r.ContextPacket.model_validate({**packet, "review_feedback": packet["review_feedback"] or []})
 
 
-# The shapes a row validates into as it is (fields by name, aliases and inheritance in server/core/results.py).
+# The shapes a row validates into as it is (fields by name, aliases and inheritance in server/core/results/).
 task_summary = _validator(r.TaskSummary)
 task_detail = _validator(r.TaskDetail)
 issue = _validator(r.IssueView)

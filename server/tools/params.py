@@ -1,6 +1,6 @@
 """The parameter types tools share, with the descriptions the model reads.
 
-Every limit core enforces (README, Input limits) is also declared in the input schema, so a client sees it
+Every limit core enforces (docs/tools.md, "Input limits") is also declared in the input schema, so a client sees it
 before calling; core stays the one place that checks it (and answers with JCT's own error codes), so the
 schema declares it through json_schema_extra rather than a second pydantic check.
 

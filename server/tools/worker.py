@@ -46,7 +46,7 @@ class CriterionReport(BaseModel):
     note: str | None = Field(None, description="For the reviewer.", json_schema_extra={"maxLength": Limits.MESSAGE})
 
     def checked(self, where: str) -> dict[str, Any]:
-        """The report as core takes it, after the limits every text a client sends has (README, Input limits)."""
+        """The report as core takes it, after the limits on every text a client sends (docs/tools.md, Input limits)."""
         if isinstance(self.criterion, str):
             check_text(self.criterion, f"{where}.criterion", Limits.CRITERION)
         if len(self.evidence) > Limits.EVIDENCE:

@@ -10,6 +10,7 @@ from server.core.review.prover import (
     Evidence,
     ProverArtifact,
     ProverInput,
+    auto_approves,
     diff_files,
     parse_test_summary,
     prove,
@@ -481,3 +482,26 @@ def test_a_verified_commit_is_the_required_evidence_of_a_change() -> None:
     assert check(evidence, "required_evidence").detail == "verified commit abababababab"
     unverified = prove(make_input(artifacts=(PASSING_LOG,), operation="docs"))
     assert check(unverified, "required_evidence").passed is False
+
+
+def test_the_review_policy_approves_a_successful_run_whose_verdict_it_names() -> None:
+    assert auto_approves("pass", success=True, policy=True, verdicts=("pass",), requires_human=False, review="auto")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "success", "policy", "requires_human", "review"),
+    [
+        ("partial", True, True, False, "auto"),
+        ("pass", False, True, False, "auto"),
+        ("pass", True, False, False, "auto"),
+        ("pass", True, True, True, "auto"),
+        ("pass", True, True, False, "agent"),
+        ("pass", True, True, False, "human"),
+    ],
+)
+def test_the_review_policy_leaves_the_decision_to_a_reviewer(
+    verdict: str, success: bool, policy: bool, requires_human: bool, review: str
+) -> None:
+    assert not auto_approves(
+        verdict, success=success, policy=policy, verdicts=("pass",), requires_human=requires_human, review=review
+    )

@@ -13,9 +13,8 @@ from sqlalchemy.exc import IntegrityError
 from server.core import results as r
 from server.core import views
 from server.core.audit import AuditAction, audit_row
-from server.core.briefings import intake
+from server.core.briefings import intake, versions
 from server.core.models import Actor, Limits, check_text, parse_id
-from server.core.review import reviews
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid, task_not_found
@@ -69,7 +68,7 @@ async def revise_briefing(
             )
         try:
             async with conn.begin_nested():
-                version = await reviews.new_briefing_version(conn, task["issue_id"], ts, changes=changes)
+                version = await versions.new_version(conn, task["issue_id"], ts, changes=changes)
         except IntegrityError:
             raise JctError(
                 ErrorCode.INVALID_ARGUMENT,

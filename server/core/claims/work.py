@@ -244,7 +244,7 @@ async def report_progress(
             if rows := usage.totals_rows(spent):
                 writes.append(changes.insert_telemetry_deltas(rows))
         if events.needs_a_person(event_kind, checked):
-            # Only a person lifts it: the run is never approved automatically (server/core/review/reviews.py).
+            # Only a person lifts it: the run is never approved automatically (server/core/review/prover.py).
             run_values["requires_human"] = True
         if run_values:
             writes.append(changes.update_run(run["id"], run_values, status_in=(RunStatus.RUNNING,)))

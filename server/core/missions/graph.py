@@ -51,17 +51,21 @@ async def place(
     later = [str(row["id"]) for row in waits if row["phase"] > index]
     if later:
         raise invalid(f"depends_on names task(s) of a later phase: {', '.join(later)}.", "It could never start.")
-    blockers = sum(row["approved_at"] is None for row in waits)
-    if index > 0 and (index - 1 >= len(phases) or phases[index - 1]["remaining"] > 0):
-        blockers += 1
-    task.update(
-        mission_id=mission_id,
-        phase=index,
-        blockers=blockers,
-        status=TaskStatus.BLOCKED if blockers else TaskStatus.QUEUED,
-    )
+    unapproved = sum(row["approved_at"] is None for row in waits)
+    # For a new phase, the phase before it is the last one, which may be done already.
+    phase_before_done = index > 0 and phases[index - 1]["remaining"] == 0
+    start(task, mission_id, index, unapproved=unapproved, phase_before_done=phase_before_done)
     await q.count_in(conn, mission_id, index)
     return [(task["id"], dep) for dep in depends_on]
+
+
+def start(task: dict[str, Any], mission_id: str, phase: int, *, unapproved: int, phase_before_done: bool) -> TaskStatus:
+    """A task's place and starting blockers: one per dependency not yet approved, and one while the phase before
+    its own is not done; with any, it starts `blocked` (the rule: server/core/missions/plan.py). Its status."""
+    blockers = unapproved + (1 if phase > 0 and not phase_before_done else 0)
+    status = TaskStatus.BLOCKED if blockers else TaskStatus.QUEUED
+    task.update(mission_id=mission_id, phase=phase, blockers=blockers, status=status)
+    return status
 
 
 def check_placement(mission_id: str | None, phase: int | None, depends_on: Sequence[str] | None) -> list[str]:

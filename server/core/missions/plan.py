@@ -16,16 +16,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import doctrine, intake
-from server.core.missions import dag
+from server.core.missions import dag, graph
 from server.core.models import Actor, Limits, check_text, new_id
 from server.core.service import Core
+from server.db import changes, queries
 from server.db import missions as q
-from server.db import queries
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, MissionStatus, TaskStatus
 
@@ -226,9 +229,8 @@ def _task_rows(
     steps: Mapping[str, dict[str, Any]] | None,
 ) -> queries.TaskBundle:
     rows = intake.bundle(core, actor, task.request, None, None, task_id=task_id)
-    blockers = len(task.depends_on) + (1 if task.phase > 0 else 0)
-    status = TaskStatus.BLOCKED if blockers else TaskStatus.QUEUED
-    rows.task.update(mission_id=mission_id, phase=task.phase, blockers=blockers, status=status)
+    # A new mission: nothing is approved yet, and no phase is done.
+    status = graph.start(rows.task, mission_id, task.phase, unapproved=len(task.depends_on), phase_before_done=False)
     if steps is not None:
         rows.task["step"] = steps[task.key]
         if rows.packet is not None:
@@ -264,23 +266,32 @@ def _retry_duplicate(winner: Mapping[Any, Any]) -> JctError:
 # --- approval ----------------------------------------------------------------------------------
 
 
-def approval_audit(actor: Actor, approval: q.Approval) -> list[dict[str, Any]]:
+def approval(actor: Actor, task_id: str) -> changes.Approve:
+    """The one way an approval unblocks what waits for the task (its dependents, its mission's next phase) and
+    completes its mission, audited as `actor`'s: a write of the approving transaction. A completion the review
+    policy approved hands it to its fenced change (server/db/changes.py makes it after the other writes); a
+    reviewer's decision makes it at once (`approve`)."""
+    return changes.Approve(task_id, partial(_approval_audit, actor))
+
+
+async def approve(conn: AsyncConnection, actor: Actor, task_id: str) -> None:
+    """A reviewer approved the task's work: its approval, made in the review's transaction."""
+    write = approval(actor, task_id)
+    made = await q.approve(conn, write.task_id, datetime.now(UTC))
+    await queries.insert_audit(conn, write.audit(made))
+
+
+def _approval_audit(actor: Actor, made: q.Approval) -> list[dict[str, Any]]:
     """The audit rows of what an approval unblocked (and completed), by the actor who approved."""
     unblocked = {"status": TaskStatus.QUEUED, "reason": "its dependencies were approved"}
     before = {"status": TaskStatus.BLOCKED}
     rows = [
         audit_row(actor, AuditAction.TASK_UNBLOCKED, EntityKind.TASK, task_id, before, unblocked, trace_id)
-        for task_id, trace_id in approval.unblocked
+        for task_id, trace_id in made.unblocked
     ]
-    if approval.mission_completed and approval.mission_id is not None:
+    if made.mission_completed and made.mission_id is not None:
         done = {"status": MissionStatus.COMPLETED}
         rows.append(
-            audit_row(actor, AuditAction.MISSION_COMPLETED, EntityKind.MISSION, approval.mission_id, None, done, None)
+            audit_row(actor, AuditAction.MISSION_COMPLETED, EntityKind.MISSION, made.mission_id, None, done, None)
         )
     return rows
-
-
-async def approved(core: Core, conn: Any, actor: Actor, task_id: str) -> None:
-    """A reviewer approved the task's work: unblock what waits for it, in the review's transaction."""
-    approval = await q.approve(conn, task_id, datetime.now(UTC))
-    await queries.insert_audit(conn, approval_audit(actor, approval))

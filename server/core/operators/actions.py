@@ -15,8 +15,8 @@ from typing import Any
 from server.core import results as r
 from server.core import views
 from server.core.audit import AuditAction, audit_row
+from server.core.briefings import versions
 from server.core.models import Actor, Limits, check_text, parse_enum, parse_id
-from server.core.review import reviews
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import missions as mission_rows
 from server.db import operators as q
@@ -97,24 +97,22 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
                 )
             )
             if feedback is not None:
-                version = await _feedback_packet(conn, actor, task_id, task["issue_id"], feedback, ts)
+                # The feedback names the last run and its verdict, as a review's does.
+                run = next(iter(await queries.runs_of_task(conn, task_id, 1)), None)
+                pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
+                version = await versions.with_feedback(
+                    conn,
+                    task["issue_id"],
+                    ts,
+                    decision="requeued",
+                    reason=feedback,
+                    reviewer_id=actor.actor_id,
+                    reviewer_name=actor.name or actor.actor_id,
+                    run_id=run["id"] if run is not None else None,
+                    verdict=pack["verdict"] if pack is not None else "none",
+                )
         await queries.insert_audit(conn, audit)
     return r.Requeued(task_id=task_id, task_status=status, context_packet_version=version)
-
-
-async def _feedback_packet(conn: Any, actor: Actor, task_id: str, issue_id: str, feedback: str, ts: Any) -> int:
-    """The next briefing version, carrying the operator's feedback after every earlier round."""
-    run = next(iter(await queries.runs_of_task(conn, task_id, 1)), None)
-    pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
-    entry = reviews.feedback_entry(
-        "requeued",
-        feedback,
-        reviewer_id=actor.actor_id,
-        reviewer_name=actor.name or actor.actor_id,
-        run_id=run["id"] if run is not None else None,
-        verdict=pack["verdict"] if pack is not None else "none",
-    )
-    return await reviews.append_feedback(conn, issue_id, entry, ts)
 
 
 async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) -> r.PrioritySet:

@@ -17,7 +17,7 @@ from server.core.claims import leases
 from server.core.claims.work import fenced_change, task_row
 from server.core.git import gitcli, verified
 from server.core.models import Actor, Limits, check_text, parse_id
-from server.core.review import manifest, prover, reviews
+from server.core.review import manifest, policy, prover
 from server.core.service import Core
 from server.core.text import parse_json, storable
 from server.db import changes, queries
@@ -77,7 +77,7 @@ async def complete_task(
                 verified_commits=read.heads,
             )
         )
-        return reviews.settle_completion(
+        return policy.settle_completion(
             core,
             actor,
             task=task,
@@ -206,7 +206,7 @@ async def _recorded_outcome(core: Core, conn: AsyncConnection, fence: Fence) -> 
         run_id=mine["id"],
         run_status=mine["status"],
         evidence_pack=views.evidence_summary(pack),
-        review=reviews.outcome_of(pack, decision),
+        review=policy.outcome_of(pack, decision),
         duplicate=True,
     )
 

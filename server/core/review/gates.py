@@ -2,9 +2,10 @@
 
 The rule, in one place:
 
-- `review: auto` (and every task outside a workflow): the review policy may approve (JCT_REVIEW_AUTO_APPROVE);
-  `agent`: never automatically, and any reviewer but the agent that did the work; `human`: never
-  automatically, and only a person (a principal whose token has no worker role, or the `jct` command line).
+- `review: auto` (and every task outside a workflow): the review policy may approve (JCT_REVIEW_AUTO_APPROVE,
+  `prover.auto_approves`); `agent`: never automatically, and any reviewer but the agent that did the work;
+  `human`: never automatically, and only a person (a principal whose token has no worker role, or the `jct`
+  command line).
 - A review that asks for changes is a round. A task gets `max_rounds` of them (its step's `gate.max_rounds`,
   else JCT_MAX_REVIEW_ROUNDS); one more fails it with `quality_gate_exhausted`, which blocks what depends on it.
 - An admin may still approve, with an `override_reason` the audit log keeps: past a gate's reviewer rule, or
@@ -35,10 +36,6 @@ def gate_of(task: Mapping[Any, Any], default_rounds: int) -> Gate:
     review: Review = step.get("review", "auto")
     rounds = step.get("max_rounds")
     return Gate(review, default_rounds if rounds is None else int(rounds))
-
-
-def may_auto_approve(task: Mapping[Any, Any]) -> bool:
-    return gate_of(task, 0).review == "auto"
 
 
 def check_reviewer(gate: Gate, actor: Actor, executor: str, override_reason: str | None) -> None:

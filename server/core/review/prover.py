@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -316,6 +316,16 @@ def _decide(checks: Sequence[Check], results: Sequence[CriterionResult]) -> tupl
     total = len(results)
     criteria = f"{total}/{total} criteria satisfied" if total else "there are no acceptance criteria"
     return "pass", f"pass: {checked} and {criteria}"
+
+
+def auto_approves(
+    verdict: str, *, success: bool, policy: bool, verdicts: Collection[str], requires_human: bool, review: str
+) -> bool:
+    """The review policy (JCT_REVIEW_AUTO_APPROVE): a run's work is approved with no reviewer when the run
+    succeeded, the policy is on and names its verdict (JCT_REVIEW_AUTO_APPROVE_VERDICTS), the run reported no
+    blocker only a person can lift, and its workflow step's gate leaves the decision to the policy (`review:
+    auto`, server/core/review/gates.py)."""
+    return success and policy and verdict in verdicts and not requires_human and review == "auto"
 
 
 def parse_test_summary(text: str) -> tuple[int, int] | None:

@@ -1,209 +1,26 @@
-"""After the prover: the review policy, and reviews by agents or people."""
+"""Reviews by agents or people: the pending reviews, and a reviewer's decision on a completed run's work.
+
+Who may decide, and how many rounds of changes a task gets: gates.py. A decision the review policy makes
+itself, at completion: policy.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict
-from datetime import UTC, datetime
-from functools import partial
-from typing import Any, assert_never
+from datetime import datetime
+from typing import assert_never
 
 from sqlalchemy import ColumnElement, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results, views
-from server.core import telemetry as usage
-from server.core.audit import AuditAction, audit_row
+from server.core.audit import AuditAction, audit_row, issue_moved
+from server.core.briefings import versions
 from server.core.missions import plan
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
-from server.core.review import gates, prover
+from server.core.review import gates
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
-from server.db import changes, queries
+from server.db import queries
 from server.errors import ErrorCode, JctError, not_found
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
-
-POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
-
-
-def settle_completion(
-    core: Core,
-    actor: Actor,
-    *,
-    task: Mapping[str, Any],
-    run: Mapping[str, Any],
-    evidence: prover.Evidence,
-    success: bool,
-    summary: str,
-    outputs: Any,
-    error_message: str | None,
-    telemetry: dict[str, Any] | None,
-    ts: ColumnElement[datetime],
-    files_changed: dict[str, Any] | None = None,
-) -> tuple[list[changes.Write], results.Completion]:
-    """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: the writes, made in the fenced change."""
-    pack_id = new_id()
-    # A run with a blocker only a person can lift is never approved automatically.
-    auto = (
-        success
-        and core.settings.review_auto_approve
-        and evidence.verdict in core.settings.review_auto_approve_verdicts
-        and not run.get("requires_human", False)
-        and gates.may_auto_approve(task)  # a workflow step's gate may ask for an agent or a person
-    )
-    run_status: RunStatus
-    issue_status: IssueStatus
-    task_status: TaskStatus
-    review_state: ReviewState
-    if not success:
-        run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
-        review_state = ReviewState.NOT_REQUIRED
-    elif auto:
-        run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus.COMPLETED
-        review_state = ReviewState.APPROVED
-    else:
-        run_status, issue_status, task_status = RunStatus.UNDER_REVIEW, IssueStatus.UNDER_REVIEW, TaskStatus.COMPLETED
-        review_state = ReviewState.PENDING
-
-    failure = {"error_message": error_message} if not success and error_message else None
-    writes: list[changes.Write] = [
-        changes.insert_evidence_pack(
-            {
-                "id": pack_id,
-                "run_id": run["id"],
-                "task_id": task["id"],
-                "issue_id": task["issue_id"],
-                "verdict": evidence.verdict,
-                "verdict_reason": evidence.verdict_reason,
-                "checks": [asdict(check) for check in evidence.checks],
-                "criteria_results": [
-                    {"criterion": c.criterion, "status": c.status, "evidence": list(c.evidence), "note": c.note}
-                    for c in evidence.criteria_results
-                ],
-                "evidence_collected": list(evidence.evidence_collected),
-                "evidence_missing": list(evidence.evidence_missing),
-                "prover_id": prover.PROVER_ID,
-                "unexpected_files": list(evidence.unexpected_files) or None,
-                "review_state": review_state,
-                "created_at": ts,
-            }
-        ),
-        changes.update_run(
-            run["id"],
-            {
-                "status": run_status,
-                "ended_at": ts,
-                "summary": summary,
-                "outputs": outputs,
-                "telemetry": usage.add(run.get("telemetry"), telemetry) if telemetry else run.get("telemetry"),
-                "failure": failure,
-                "files_changed": files_changed,
-            },
-            status_in=(RunStatus.RUNNING,),
-        ),
-        # Cancelled (or otherwise ended) while this completion waited for its row: nothing is recorded.
-        changes.update_task(
-            task["id"],
-            {
-                "status": task_status,
-                "active_run_id": None,
-                "completed_at": ts,
-                "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
-                "error": error_message if not success else None,
-            },
-            status_in=(TaskStatus.RUNNING,),
-        ),
-    ]
-    trace = task["trace_id"]
-    if telemetry and (spent := usage.totals_rows(telemetry)):
-        writes.append(changes.insert_telemetry_deltas(spent))
-    running = {"status": RunStatus.RUNNING}
-    audit = [
-        audit_row(
-            actor,
-            AuditAction.TASK_COMPLETED if success else AuditAction.TASK_FAILED,
-            EntityKind.TASK,
-            task["id"],
-            running,
-            {"status": task_status, "run_id": run["id"]},
-            trace,
-        ),
-        audit_row(
-            actor, AuditAction.run_moved(run_status), EntityKind.RUN, run["id"], running, {"status": run_status}, trace
-        ),
-        audit_row(
-            POLICY,
-            AuditAction.EVIDENCE_CREATED,
-            EntityKind.EVIDENCE_PACK,
-            pack_id,
-            None,
-            {"run_id": run["id"], "verdict": evidence.verdict, "review_state": review_state},
-            trace,
-        ),
-    ]
-    if task["issue_id"] is not None:
-        writes.append(changes.update_issue(task["issue_id"], {"status": issue_status, "updated_at": ts}))
-        audit.append(_issue_moved(actor, task["issue_id"], issue_status, trace))
-    review_id = None
-    if auto:
-        review_id = new_id()
-        reason = f"auto-approved: verdict {evidence.verdict} is in JCT_REVIEW_AUTO_APPROVE_VERDICTS"
-        writes.append(
-            changes.insert_review_decision(
-                {
-                    "id": review_id,
-                    "evidence_pack_id": pack_id,
-                    "decision": Decision.APPROVED,
-                    "reason": reason,
-                    "reviewer": POLICY.executor(),
-                    "created_at": ts,
-                }
-            )
-        )
-        audit.append(
-            audit_row(
-                POLICY,
-                AuditAction.REVIEW_SUBMITTED,
-                EntityKind.EVIDENCE_PACK,
-                pack_id,
-                None,
-                {"decision": Decision.APPROVED},
-                trace,
-            )
-        )
-    writes.append(changes.insert_audit(audit))
-    if auto:
-        # What waits for this task may go now (its mission's dependents and next phase).
-        writes.append(changes.Approve(task["id"], partial(plan.approval_audit, POLICY)))
-
-    if not success:
-        outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
-    elif auto:
-        outcome = results.ReviewOutcome(status="auto_approved", review_id=review_id)
-    else:
-        outcome = results.ReviewOutcome(
-            status="awaiting_manual_review", message="Task completed but requires manual review before approval."
-        )
-    return writes, results.Completion(
-        task_id=task["id"],
-        task_status=task_status,
-        run_id=run["id"],
-        run_status=run_status,
-        evidence_pack=results.EvidenceSummary(
-            id=pack_id, verdict=evidence.verdict, verdict_reason=evidence.verdict_reason
-        ),
-        review=outcome,
-    )
-
-
-def outcome_of(pack: RowMapping, decision: RowMapping | None) -> results.ReviewOutcome:
-    state = pack["review_state"]
-    if state == ReviewState.NOT_REQUIRED:
-        return results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
-    if state == ReviewState.PENDING or decision is None:
-        return results.ReviewOutcome(status="awaiting_manual_review", message="Awaiting a review decision.")
-    if decision["reviewer"].get("actor_id") == POLICY.actor_id:
-        return results.ReviewOutcome(status="auto_approved", review_id=decision["id"])
-    return results.ReviewOutcome(status=decision["decision"], review_id=decision["id"], message=decision["reason"])
 
 
 async def list_pending_reviews(core: Core, *, limit: int = 10, cursor: str | None = None) -> results.PendingReviews:
@@ -260,9 +77,7 @@ async def submit_review(
         last_run = (task["result"] or {}).get("run_id")
         overridable = pack["review_state"] == ReviewState.NEEDS_CHANGES and last_run == pack["run_id"]
         if override_reason is not None and overridable and gates.exhausted(task):
-            return await _override_exhausted(
-                core, conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts
-            )
+            return await _override_exhausted(conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts)
         gates.check_reviewer(gate, actor, run["actor_id"], override_reason)
         if not await queries.decide_evidence_pack(conn, pack_id, choice.value):
             raise JctError(
@@ -298,7 +113,7 @@ async def submit_review(
         match choice:
             case Decision.APPROVED:
                 run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task["status"])
-                await plan.approved(core, conn, actor, task["id"])
+                await plan.approve(conn, actor, task["id"])
             case Decision.REJECTED:
                 run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
                 await queries.update_task(
@@ -340,7 +155,17 @@ async def submit_review(
                     audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task["id"], completed, after, trace)
                 )
                 if task["issue_id"] is not None:
-                    version = await _feedback_packet(conn, task["issue_id"], choice, reason, reviewer, run, pack, ts)
+                    version = await versions.with_feedback(
+                        conn,
+                        task["issue_id"],
+                        ts,
+                        decision=choice.value,
+                        reason=reason,
+                        reviewer_id=actor.actor_id,
+                        reviewer_name=reviewer_name,
+                        run_id=run["id"],
+                        verdict=pack["verdict"],
+                    )
             case _:
                 assert_never(choice)
         await queries.update_run(conn, run["id"], {"status": run_status}, status_in=(RunStatus.UNDER_REVIEW,))
@@ -357,7 +182,7 @@ async def submit_review(
         )
         if task["issue_id"] is not None:
             await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
-            audit.append(_issue_moved(actor, task["issue_id"], issue_status, trace))
+            audit.append(issue_moved(actor, task["issue_id"], issue_status, trace))
         await queries.insert_audit(conn, audit)
     return results.ReviewSubmitted(
         review_id=review_id,
@@ -370,7 +195,6 @@ async def submit_review(
 
 
 async def _override_exhausted(
-    core: Core,
     conn: AsyncConnection,
     actor: Actor,
     pack: RowMapping,
@@ -422,9 +246,9 @@ async def _override_exhausted(
     ]
     if task["issue_id"] is not None:
         await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.DONE, "updated_at": ts})
-        audit.append(_issue_moved(actor, task["issue_id"], IssueStatus.DONE, trace))
+        audit.append(issue_moved(actor, task["issue_id"], IssueStatus.DONE, trace))
     await queries.insert_audit(conn, audit)
-    await plan.approved(core, conn, actor, task["id"])
+    await plan.approve(conn, actor, task["id"])
     return results.ReviewSubmitted(
         review_id=review_id,
         decision=Decision.APPROVED,
@@ -432,81 +256,3 @@ async def _override_exhausted(
         run_status=RunStatus.DONE,
         task_status=TaskStatus.COMPLETED,
     )
-
-
-async def _feedback_packet(
-    conn: AsyncConnection,
-    issue_id: str,
-    choice: Decision,
-    reason: str,
-    reviewer: Mapping[str, str],
-    run: RowMapping,
-    pack: RowMapping,
-    ts: ColumnElement[datetime],
-) -> int:
-    """needs_changes: the next briefing version carries every piece of feedback so far."""
-    entry = feedback_entry(
-        choice.value,
-        reason,
-        reviewer_id=reviewer["actor_id"],
-        reviewer_name=reviewer["name"],
-        run_id=run["id"],
-        verdict=pack["verdict"],
-    )
-    return await append_feedback(conn, issue_id, entry, ts)
-
-
-def feedback_entry(
-    decision: str, reason: str, *, reviewer_id: str, reviewer_name: str, run_id: str | None, verdict: str
-) -> dict[str, Any]:
-    """One round of feedback as a briefing version keeps it (results.ReviewFeedback reads it back)."""
-    return {
-        "decision": decision,
-        "reason": reason,
-        "reviewer": reviewer_id,  # the principal; the name it chose is only self-reported
-        "reviewer_name": reviewer_name,
-        "run_id": run_id,
-        "verdict": verdict,
-        "at": datetime.now(UTC).isoformat(),
-    }
-
-
-async def append_feedback(conn: AsyncConnection, issue_id: str, entry: dict[str, Any], ts: Any) -> int:
-    """A new briefing version: the latest one's parts, its review feedback and `entry` after it. Its number."""
-    return await new_briefing_version(conn, issue_id, ts, feedback=entry)
-
-
-async def new_briefing_version(
-    conn: AsyncConnection,
-    issue_id: str,
-    ts: Any,
-    *,
-    changes: dict[str, Any] | None = None,
-    feedback: dict[str, Any] | None = None,
-) -> int:
-    """The issue's next briefing version: the latest one's parts with `changes` over them, and `feedback` after
-    its review feedback. Its number (a concurrent new version makes the insert fail on the version's key)."""
-    latest = await queries.latest_context_packet(conn, issue_id)
-    assert latest is not None  # every issue starts with version 1
-    version = int(latest["version"]) + 1
-    earlier = list(latest["review_feedback"] or [])
-    packet = {
-        "id": new_id(),
-        "issue_id": issue_id,
-        "version": version,
-        "summary": latest["summary"],
-        "prior_art": latest["prior_art"],
-        "files_of_interest": latest["files_of_interest"],
-        "acceptance_criteria": latest["acceptance_criteria"],
-        "data": latest["data"],
-        "review_feedback": [*earlier, feedback] if feedback is not None else latest["review_feedback"],
-        "created_at": ts,
-    }
-    await queries.insert_context_packet(conn, packet | (changes or {}))
-    return version
-
-
-def _issue_moved(actor: Actor, issue_id: str, status: IssueStatus, trace: str) -> dict[str, Any]:
-    """The audit row of an issue following its task's review."""
-    moved = AuditAction.issue_moved(status)
-    return audit_row(actor, moved, EntityKind.ISSUE, issue_id, None, {"status": status}, trace)

@@ -1,0 +1,122 @@
+"""What missions return: the mission created, its page (progress, phases, blockers, decisions), lists."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from server.core.results.shape import Ok, Shape, column
+from server.vocab import MissionStatus, PhaseStatus, TaskStatus
+
+
+class DecisionView(Shape):
+    """A decision an agent recorded in its mission (jct_report_progress kind=decision)."""
+
+    decision: str
+    rationale: str | None = None
+    alternatives: list[str] | None = None
+    task_id: str
+    run_id: str
+    at: datetime
+
+    @model_validator(mode="before")
+    @classmethod
+    def spread_data(cls, row: Any) -> Any:
+        """A run_events row joined to its run ({data, task_id, run_id, at}) as the decision's fields."""
+        if isinstance(row, dict) and "data" in row:
+            data = row.get("data") or {}
+            return {**{k: row[k] for k in ("task_id", "run_id", "at")}, **data}
+        return row
+
+
+class MissionTaskCreated(Shape):
+    key: str | None = Field(None, description="The key the task had in the request.")
+    task_id: str
+    phase: int
+    status: TaskStatus
+
+
+class MissionCreated(Ok):
+    mission_id: str
+    status: MissionStatus
+    tasks: list[MissionTaskCreated]
+    duplicate: bool = False
+
+
+class PhaseView(Shape):
+    index: int
+    name: str
+    status: PhaseStatus
+    total: int
+    approved: int
+
+
+class MissionProgress(Shape):
+    total: int
+    approved: int
+    percent_done: int
+    tasks_by_status: dict[str, int]
+    milestones: int
+    review_rounds: int = Field(description="needs_changes decisions on the mission's work.")
+    verdicts: dict[str, int]
+    elapsed_seconds: float
+
+
+class Blocker(Shape):
+    task_id: str
+    kind: Literal["failed", "cancelled", "dependency_failed", "human"]
+    reason: str
+    action: str
+
+
+class MissionTask(Shape):
+    task_id: str = column("task_id", "id")
+    phase: int
+    status: TaskStatus
+    objective: str
+    approved: bool
+    depends_on: list[str] = []
+
+
+class MissionDetail(Shape):
+    mission_id: str = column("mission_id", "id")
+    title: str
+    goal: str
+    status: MissionStatus
+    created_by: str
+    workflow: dict[str, Any] | None = None
+    created_at: datetime
+    completed_at: datetime | None = None
+
+
+class MissionView(Ok):
+    mission: MissionDetail
+    progress: MissionProgress
+    phases: list[PhaseView]
+    blockers: list[Blocker]
+    claimable: list[MissionTask] = Field(description="Queued tasks, which jct_claim_task / jct_claim_next take.")
+    decisions: list[DecisionView]
+    tasks: list[MissionTask] | None = None
+
+
+class MissionSummary(Shape):
+    mission_id: str = column("mission_id", "id")
+    title: str
+    status: MissionStatus
+    total: int
+    approved: int
+    created_at: datetime
+
+
+class MissionList(Ok):
+    missions: list[MissionSummary]
+    count: int
+    next_cursor: str | None = None
+
+
+class MissionCancelled(Ok):
+    mission_id: str
+    status: MissionStatus
+    tasks_cancelled: int

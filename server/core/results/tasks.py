@@ -1,0 +1,315 @@
+"""Tasks and their runs: what the queue and a claim return (task lists, the claim, reports on a claimed task, its
+release and cancel), and what operators read and do (a task, a run and an artifact in full, the audit trail,
+requeue, priority, agents, what is stuck, throughput)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from server import uris
+from server.core.results.briefings import Constraints, ConstraintSnapshot, ContextPacket
+from server.core.results.missions import DecisionView
+from server.core.results.review import EvidenceSummary
+from server.core.results.shape import Ok, Shape, Target, column
+from server.vocab import ArtifactType, EventKind, Operation, Priority, RunStatus, TaskStatus
+
+
+class TaskSummary(Shape):
+    task_id: str = column("task_id", "id")
+    operation: Operation
+    objective: str
+    target_repo: str
+    target_ref: str
+    status: TaskStatus
+    priority: Priority
+    time_budget_seconds: int
+    queued_at: datetime
+    cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
+
+
+class TaskList(Ok):
+    tasks: list[TaskSummary]
+    count: int
+    next_cursor: str | None = Field(None, description="Pass as `cursor` for the next page; absent on the last page.")
+
+
+BASE_COMMIT = "target_ref's commit when JCT reads the repo; report work as a commit descending from it."
+
+
+class Claim(Ok):
+    task_id: str
+    run_id: str
+    trace_id: str
+    objective: str
+    operation: str
+    target: Target
+    attempt: int
+    lease_expires_at: datetime
+    constraints: Constraints
+    context_packet: ContextPacket | None = None
+    constraint_snapshot: ConstraintSnapshot | None = None
+    mission_id: str | None = None
+    decisions: list[DecisionView] | None = Field(None, description="Its mission's decisions so far, newest first.")
+    base_commit: str | None = Field(None, description=BASE_COMMIT)
+
+
+class ClaimNext(Ok):
+    claimed: bool
+    task_id: str | None = None
+    run_id: str | None = None
+    trace_id: str | None = None
+    objective: str | None = None
+    operation: str | None = None
+    target: Target | None = None
+    attempt: int | None = None
+    lease_expires_at: datetime | None = None
+    constraints: Constraints | None = None
+    context_packet: ContextPacket | None = None
+    constraint_snapshot: ConstraintSnapshot | None = None
+    mission_id: str | None = None
+    decisions: list[DecisionView] | None = None
+    base_commit: str | None = None
+
+
+class ArtifactReported(Ok):
+    artifact_id: str
+    task_id: str
+    run_id: str
+    title: str
+    type: ArtifactType
+    uri: str
+    size_bytes: int | None = None
+    sha256: str | None = None
+    lease_expires_at: datetime
+
+
+class ProgressReported(Ok):
+    event_id: int
+    task_id: str
+    run_id: str
+    lease_expires_at: datetime
+
+
+class Released(Ok):
+    task_id: str
+    run_id: str
+    task_status: TaskStatus
+
+
+class Cancelled(Ok):
+    task_id: str
+    task_status: TaskStatus
+    run_id: str | None = None
+
+
+class QueueStats(Ok):
+    counts: dict[str, int]
+    expired_leases: int
+    oldest_queued_age_seconds: float | None = None
+    pending_reviews: int
+    # What agents reported spending on every run (server/core/telemetry.py NUMBERS).
+    telemetry_totals: dict[str, float] = Field(default_factory=dict)
+
+
+class SweepReport(Shape):
+    expired: int
+    requeued: int
+    failed: int
+
+
+# --- what operators read and do --------------------------------------------------------
+
+
+def _target_of(row: Any) -> Any:
+    """A task row's target_repo/ref/path as the nested `target` the seed's shapes have."""
+    if isinstance(row, dict) and "target" not in row and "target_repo" in row:
+        return {**row, "target": {"repo": row["target_repo"], "ref": row["target_ref"], "path": row["target_path"]}}
+    return row
+
+
+class RunSummary(Shape):
+    run_id: str = column("run_id", "id")
+    status: RunStatus
+    attempt: int
+    executor: dict[str, str]
+    started_at: datetime
+    ended_at: datetime | None
+    lease_expires_at: datetime | None
+
+
+class TaskDetail(Shape):
+    task_id: str = column("task_id", "id")
+    operation: Operation
+    objective: str
+    target: Target
+    priority: Priority
+    time_budget_seconds: int
+    status: TaskStatus
+    attempts: int
+    max_attempts: int
+    idempotency_key: str | None
+    trace_id: str
+    cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
+    requested_by: str
+    active_run_id: str | None
+    queued_at: datetime
+    claimed_at: datetime | None
+    completed_at: datetime | None
+    result: dict[str, Any] | None
+    error: str | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def nest_target(cls, row: Any) -> Any:
+        return _target_of(row)
+
+
+class TaskView(Ok):
+    task: TaskDetail
+    runs: list[RunSummary]
+
+
+class ArtifactView(Shape):
+    artifact_id: str = column("artifact_id", "id")
+    run_id: str
+    task_id: str
+    title: str
+    type: ArtifactType
+    media_type: str
+    uri: str
+    size_bytes: int | None
+    sha256: str | None
+    created_at: datetime
+
+    @model_validator(mode="after")
+    def _no_server_path(self) -> ArtifactView:
+        # Stored content lives on the server's disk (a file:// URI in the row); clients get its jct:// page.
+        if self.uri.lower().startswith("file:"):
+            self.uri = uris.artifact(self.artifact_id)
+        return self
+
+
+class RunEventView(Shape):
+    id: int
+    kind: EventKind
+    message: str
+    progress: int | None
+    created_at: datetime
+
+
+class RunDetail(Shape):
+    run_id: str = column("run_id", "id")
+    task_id: str
+    cwom_issue_id: str | None = column("cwom_issue_id", "issue_id")
+    mode: str
+    status: RunStatus
+    attempt: int
+    executor: dict[str, str]
+    started_at: datetime
+    ended_at: datetime | None
+    lease_expires_at: datetime | None
+    summary: str | None
+    outputs: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | None
+    failure: dict[str, Any] | None
+    base_commit: str | None = None
+    files_changed: dict[str, Any] | None = None
+
+
+class RunView(Ok):
+    run: RunDetail
+    artifacts: list[ArtifactView]
+    events: list[RunEventView]
+    evidence_pack: EvidenceSummary | None = None
+
+
+class ArtifactContent(Ok):
+    artifact: ArtifactView
+    content: str | None = Field(None, description="This slice of the text; absent for artifacts stored only as a URI.")
+    offset: int
+    total_chars: int
+    truncated: bool
+    next_offset: int | None = None
+
+
+class AuditEntry(Shape):
+    id: int
+    ts: datetime
+    actor_kind: str
+    actor_id: str
+    action: str
+    entity_kind: str
+    entity_id: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    trace_id: str | None
+
+
+class AuditTrail(Ok):
+    entries: list[AuditEntry]
+    count: int
+    next_cursor: str | None = None
+
+
+class Requeued(Ok):
+    task_id: str
+    task_status: TaskStatus
+    context_packet_version: int | None = None
+
+
+class PrioritySet(Ok):
+    task_id: str
+    priority: Priority
+    previous: Priority
+
+
+class HeldClaim(Shape):
+    task_id: str
+    run_id: str
+    objective: str
+    lease_expires_at: datetime | None
+
+
+class AgentView(Shape):
+    agent: str  # who claimed (actor_id)
+    principal: str  # who authenticated (a token's name; `local` without tokens)
+    claims_held: int
+    claims: list[HeldClaim] = Field(description="The first 10 by lease end.")
+    last_seen: datetime | None = None
+    done: int
+    failed: int
+
+
+class AgentList(Ok):
+    agents: list[AgentView]
+    count: int
+
+
+StuckKind = Literal["lease_overdue", "over_budget", "no_progress", "human_blocker", "failed_dependency"]
+
+
+class StuckItem(Shape):
+    kind: StuckKind
+    task_id: str
+    objective: str
+    run_id: str | None = None
+    agent: str | None = None
+    since: datetime | None = None
+    reason: str
+    action: str
+
+
+class StuckList(Ok):
+    items: list[StuckItem]
+    count: int
+
+
+class Throughput(Shape):
+    """Tasks that ended in each interval of the last hour, oldest interval first."""
+
+    bucket_seconds: int
+    completed: list[int]
+    failed: list[int]

@@ -1,0 +1,205 @@
+"""The review policy (JCT_REVIEW_AUTO_APPROVE): what a completion writes once the prover has spoken (the evidence
+pack, the run, the task and its issue), and whether the policy approves the work itself (prover.auto_approves) or
+leaves it to a reviewer (reviews.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, RowMapping
+
+from server.core import results
+from server.core import telemetry as usage
+from server.core.audit import AuditAction, audit_row, issue_moved
+from server.core.missions import plan
+from server.core.models import Actor, new_id
+from server.core.review import gates, prover
+from server.core.service import Core
+from server.db import changes
+from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
+
+POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
+
+
+def settle_completion(
+    core: Core,
+    actor: Actor,
+    *,
+    task: Mapping[str, Any],
+    run: Mapping[str, Any],
+    evidence: prover.Evidence,
+    success: bool,
+    summary: str,
+    outputs: Any,
+    error_message: str | None,
+    telemetry: dict[str, Any] | None,
+    ts: ColumnElement[datetime],
+    files_changed: dict[str, Any] | None = None,
+) -> tuple[list[changes.Write], results.Completion]:
+    """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: the writes, made in the fenced change."""
+    pack_id = new_id()
+    auto = prover.auto_approves(
+        evidence.verdict,
+        success=success,
+        policy=core.settings.review_auto_approve,
+        verdicts=core.settings.review_auto_approve_verdicts,
+        requires_human=bool(run.get("requires_human", False)),
+        review=gates.gate_of(task, core.settings.max_review_rounds).review,
+    )
+    run_status: RunStatus
+    issue_status: IssueStatus
+    task_status: TaskStatus
+    review_state: ReviewState
+    if not success:
+        run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
+        review_state = ReviewState.NOT_REQUIRED
+    elif auto:
+        run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus.COMPLETED
+        review_state = ReviewState.APPROVED
+    else:
+        run_status, issue_status, task_status = RunStatus.UNDER_REVIEW, IssueStatus.UNDER_REVIEW, TaskStatus.COMPLETED
+        review_state = ReviewState.PENDING
+
+    failure = {"error_message": error_message} if not success and error_message else None
+    writes: list[changes.Write] = [
+        changes.insert_evidence_pack(
+            {
+                "id": pack_id,
+                "run_id": run["id"],
+                "task_id": task["id"],
+                "issue_id": task["issue_id"],
+                "verdict": evidence.verdict,
+                "verdict_reason": evidence.verdict_reason,
+                "checks": [asdict(check) for check in evidence.checks],
+                "criteria_results": [
+                    {"criterion": c.criterion, "status": c.status, "evidence": list(c.evidence), "note": c.note}
+                    for c in evidence.criteria_results
+                ],
+                "evidence_collected": list(evidence.evidence_collected),
+                "evidence_missing": list(evidence.evidence_missing),
+                "prover_id": prover.PROVER_ID,
+                "unexpected_files": list(evidence.unexpected_files) or None,
+                "review_state": review_state,
+                "created_at": ts,
+            }
+        ),
+        changes.update_run(
+            run["id"],
+            {
+                "status": run_status,
+                "ended_at": ts,
+                "summary": summary,
+                "outputs": outputs,
+                "telemetry": usage.add(run.get("telemetry"), telemetry) if telemetry else run.get("telemetry"),
+                "failure": failure,
+                "files_changed": files_changed,
+            },
+            status_in=(RunStatus.RUNNING,),
+        ),
+        # Cancelled (or otherwise ended) while this completion waited for its row: nothing is recorded.
+        changes.update_task(
+            task["id"],
+            {
+                "status": task_status,
+                "active_run_id": None,
+                "completed_at": ts,
+                "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
+                "error": error_message if not success else None,
+            },
+            status_in=(TaskStatus.RUNNING,),
+        ),
+    ]
+    trace = task["trace_id"]
+    if telemetry and (spent := usage.totals_rows(telemetry)):
+        writes.append(changes.insert_telemetry_deltas(spent))
+    running = {"status": RunStatus.RUNNING}
+    audit = [
+        audit_row(
+            actor,
+            AuditAction.TASK_COMPLETED if success else AuditAction.TASK_FAILED,
+            EntityKind.TASK,
+            task["id"],
+            running,
+            {"status": task_status, "run_id": run["id"]},
+            trace,
+        ),
+        audit_row(
+            actor, AuditAction.run_moved(run_status), EntityKind.RUN, run["id"], running, {"status": run_status}, trace
+        ),
+        audit_row(
+            POLICY,
+            AuditAction.EVIDENCE_CREATED,
+            EntityKind.EVIDENCE_PACK,
+            pack_id,
+            None,
+            {"run_id": run["id"], "verdict": evidence.verdict, "review_state": review_state},
+            trace,
+        ),
+    ]
+    if task["issue_id"] is not None:
+        writes.append(changes.update_issue(task["issue_id"], {"status": issue_status, "updated_at": ts}))
+        audit.append(issue_moved(actor, task["issue_id"], issue_status, trace))
+    review_id = None
+    if auto:
+        review_id = new_id()
+        reason = f"auto-approved: verdict {evidence.verdict} is in JCT_REVIEW_AUTO_APPROVE_VERDICTS"
+        writes.append(
+            changes.insert_review_decision(
+                {
+                    "id": review_id,
+                    "evidence_pack_id": pack_id,
+                    "decision": Decision.APPROVED,
+                    "reason": reason,
+                    "reviewer": POLICY.executor(),
+                    "created_at": ts,
+                }
+            )
+        )
+        audit.append(
+            audit_row(
+                POLICY,
+                AuditAction.REVIEW_SUBMITTED,
+                EntityKind.EVIDENCE_PACK,
+                pack_id,
+                None,
+                {"decision": Decision.APPROVED},
+                trace,
+            )
+        )
+    writes.append(changes.insert_audit(audit))
+    if auto:
+        # What waits for this task may go now (its mission's dependents and next phase).
+        writes.append(plan.approval(POLICY, task["id"]))
+
+    if not success:
+        outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
+    elif auto:
+        outcome = results.ReviewOutcome(status="auto_approved", review_id=review_id)
+    else:
+        outcome = results.ReviewOutcome(
+            status="awaiting_manual_review", message="Task completed but requires manual review before approval."
+        )
+    return writes, results.Completion(
+        task_id=task["id"],
+        task_status=task_status,
+        run_id=run["id"],
+        run_status=run_status,
+        evidence_pack=results.EvidenceSummary(
+            id=pack_id, verdict=evidence.verdict, verdict_reason=evidence.verdict_reason
+        ),
+        review=outcome,
+    )
+
+
+def outcome_of(pack: RowMapping, decision: RowMapping | None) -> results.ReviewOutcome:
+    state = pack["review_state"]
+    if state == ReviewState.NOT_REQUIRED:
+        return results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
+    if state == ReviewState.PENDING or decision is None:
+        return results.ReviewOutcome(status="awaiting_manual_review", message="Awaiting a review decision.")
+    if decision["reviewer"].get("actor_id") == POLICY.actor_id:
+        return results.ReviewOutcome(status="auto_approved", review_id=decision["id"])
+    return results.ReviewOutcome(status=decision["decision"], review_id=decision["id"], message=decision["reason"])
