@@ -213,6 +213,24 @@ async def ui_session(core: Core, cookie: str) -> UiSession | None:
     return UiSession(principal, _mac(row["token_hash"], "csrf", token_id, issued))
 
 
+# --- dashboard forms without a session ----------------------------------------------------------
+# The login form and every form of JCT_AUTH=none have no session to tie their token to. The browser holds a
+# random nonce in a cookie, and the form carries a MAC of that nonce under a key kept in the database: another
+# site on the same host (cookies ignore ports) can plant a nonce but cannot compute the MAC that goes with it,
+# and every process on the database computes the same one.
+
+
+async def form_key(core: Core) -> str:
+    """The key form tokens are signed with, made by the first process that needs it."""
+    async with core.db.write() as conn:
+        key: str = await _rows().server_secret(conn, "dashboard_form_key", secrets.token_hex(32))
+    return key
+
+
+def form_token(key: str, nonce: str) -> str:
+    return _mac(key, "form", nonce)
+
+
 def _is_uuid(value: str) -> bool:
     return re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value) is not None
 

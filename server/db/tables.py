@@ -386,3 +386,12 @@ tokens = Table(
         postgresql_where=text("revoked_at IS NULL"),
     ),
 )
+
+# Secrets every server process on this database shares, made once by whichever process first needs one
+# (the dashboard's form key: server/core/tokens.py `form_key`).
+server_secrets = Table(
+    "server_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(128), nullable=False),
+)

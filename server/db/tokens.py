@@ -53,3 +53,16 @@ async def live_token_by_id(conn: AsyncConnection, token_id: str) -> RowMapping |
     query = select(t.tokens).where(t.tokens.c.id == token_id, t.tokens.c.revoked_at.is_(None))
     row: RowMapping | None = (await conn.execute(query)).mappings().first()
     return row
+
+
+async def server_secret(conn: AsyncConnection, name: str, fresh: str) -> str:
+    """The secret called `name`, stored as `fresh` if there is none yet; every process reads the first one."""
+    try:
+        async with conn.begin_nested():
+            await conn.execute(insert(t.server_secrets).values(name=name, value=fresh))
+    except IntegrityError:
+        pass
+    value: str = (
+        await conn.execute(select(t.server_secrets.c.value).where(t.server_secrets.c.name == name))
+    ).scalar_one()
+    return value

@@ -60,8 +60,8 @@ class Dashboard:
             viewer=viewer, tokens_on=self.tokens_on, path=request.url.path, now=datetime.now(UTC), **values
         )
         response = HTMLResponse(html, status_code=code, headers=HEADERS)
-        if viewer is not None and viewer.issued:
-            set_cookie(request, response, FORM_COOKIE, viewer.csrf)
+        if viewer is not None and viewer.issued is not None:
+            set_cookie(request, response, FORM_COOKIE, viewer.issued)
         return response
 
     def problem(

@@ -7,7 +7,7 @@ import hmac
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from server.ui.access import COOKIE, FORM_COOKIE, Viewer, form_token
+from server.ui.access import COOKIE, FORM_COOKIE, Viewer
 from server.ui.dashboard import Dashboard, dashboard, set_cookie
 
 MAX_LOGIN_BYTES = 4096
@@ -23,18 +23,18 @@ async def login(request: Request) -> Response:
     target = target if target.startswith("/ui/") and "//" not in target else "/ui/"
     if not ui.tokens_on:
         return RedirectResponse("/ui/", 303)
-    csrf, issued = form_token(request)
+    csrf, issued = await ui.access.form_token(request)
     if request.method == "GET":
         form_page = ui.render(request, None, "login.html", csrf=csrf, target=target, failed=False)
-        if issued:
-            set_cookie(request, form_page, FORM_COOKIE, csrf)
+        if issued is not None:
+            set_cookie(request, form_page, FORM_COOKIE, issued)
         return form_page
     length = request.headers.get("content-length")
     if length is None or not length.isdigit() or int(length) > MAX_LOGIN_BYTES:
         return ui.problem(request, None, 413, "Too large", "The login form was larger than a token.", "")
     form = await request.form()
     sent = form.get("csrf")
-    if issued or not isinstance(sent, str) or not hmac.compare_digest(sent, csrf):
+    if issued is not None or not isinstance(sent, str) or not hmac.compare_digest(sent, csrf):
         return ui.problem(request, None, 403, "Form refused", "This login form is out of date.", "Reload the page.")
     secret = form.get("token")
     opened = await ui.access.login(secret.strip()) if isinstance(secret, str) else None

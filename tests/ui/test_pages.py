@@ -187,6 +187,37 @@ async def test_forms_need_their_csrf_token_and_a_host_jct_answers_to(
     assert "only failed, cancelled or rejected" in again.text
 
 
+@pytest.mark.parametrize("auth", ["none", "token"])
+async def test_a_form_cookie_planted_by_another_port_does_not_make_a_form_valid(
+    make_settings: Callable[..., Settings], auth: str
+) -> None:
+    """A page on another port of 127.0.0.1 can set JCT's cookies (cookies ignore ports) and post a form from
+    its own origin, which the Origin check lets through as loopback: the token it planted is not one JCT
+    signed, so the form (the login form, with tokens) is refused and nothing changes."""
+    settings = make_settings(auth=auth, review_auto_approve=False)
+    async with running(settings) as (app, core), asgi(app) as http:
+        ids = await scene(core)
+        planted = "a" * 64
+        http.cookies.set(FORM_COOKIE, planted, domain="127.0.0.1", path="/ui")
+        origin = {"Origin": "http://127.0.0.1:9999"}
+        if auth == "token":
+            secret, _ = await tokens.create_token(core, "rita", ["reviewer"])
+            forged = await http.post("/ui/login", data={"token": secret, "csrf": planted}, headers=origin)
+            assert forged.status_code == 403
+            assert "jct_ui" not in forged.headers.get("set-cookie", "")
+            return
+        for action, data in [
+            (f"/ui/reviews/{ids['pack']}", {"decision": "rejected", "reason": "forged"}),
+            (f"/ui/tasks/{ids['hostile']}/priority", {"priority": "P0"}),
+            (f"/ui/tasks/{ids['hostile']}/cancel", {"reason": "forged"}),
+        ]:
+            forged = await http.post(action, data={**data, "csrf": planted}, headers=origin)
+            assert forged.status_code == 403
+            assert "Form refused" in forged.text
+        assert "Reviewed work" in (await http.get("/ui/reviews")).text  # nothing was decided
+        assert "Priority P2" not in (await http.get(f"/ui/tasks/{ids['hostile']}")).text
+
+
 async def test_tokens_log_in_with_a_signed_cookie_roles_and_revocation(make_settings: Callable[..., Settings]) -> None:
     async with running(make_settings(auth="token", review_auto_approve=False)) as (app, core), asgi(app) as http:
         ids = await scene(core)
