@@ -395,3 +395,12 @@ server_secrets = Table(
     Column("name", String(64), primary_key=True),
     Column("value", String(128), nullable=False),
 )
+
+# Dashboard sessions ended by logging out, until the moment they would have expired anyway: a session is a
+# signed cookie any process can check, so ending one is a row every process reads.
+ended_ui_sessions = Table(
+    "ended_ui_sessions",
+    metadata,
+    Column("signature", String(64), primary_key=True),
+    Column("expires_at", UTCDateTime, nullable=False, index=True),
+)

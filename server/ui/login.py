@@ -7,6 +7,7 @@ import hmac
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from server.core import tokens
 from server.ui.access import COOKIE, FORM_COOKIE, Viewer
 from server.ui.dashboard import Dashboard, dashboard, set_cookie
 
@@ -47,6 +48,10 @@ async def login(request: Request) -> Response:
 
 
 async def logout(ui: Dashboard, request: Request, viewer: Viewer) -> Response:
+    """End the session on every process, not only in this browser: a copy of its cookie stops working too."""
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        await tokens.end_ui_session(ui.core, cookie)
     response = RedirectResponse("/ui/login", 303)
     response.delete_cookie(COOKIE, path="/ui", httponly=True, samesite="strict")
     return response

@@ -295,3 +295,31 @@ async def test_a_form_from_one_server_process_is_accepted_by_another(
             data = {"decision": "approved", "reason": "Looks right.", "csrf": csrf_of(page.text)}
             assert (await a.post(f"/ui/reviews/{ids['pack']}", data=data)).status_code == 303
         assert "approved" in (await a.get(f"/ui/tasks/{ids['done']}")).text
+
+
+async def test_logging_out_ends_the_session_on_every_process(make_settings: Callable[..., Settings]) -> None:
+    """A copy of the session cookie kept after logging out (another tab's request in flight, a stolen copy)
+    no longer loads a page or posts a form, on the process that logged out or any other on the database."""
+    settings = make_settings(auth="token", review_auto_approve=False)
+    async with running(settings) as (app_a, core), running(settings) as (app_b, _), asgi(app_a) as a:
+        ids = await scene(core)
+        secret, _ = await tokens.create_token(core, "alice", ["admin"])
+        login = await a.get("/ui/login")
+        assert (await a.post("/ui/login", data={"token": secret, "csrf": csrf_of(login.text)})).status_code == 303
+        kept = dict(a.cookies)
+        page = await a.get(f"/ui/tasks/{ids['hostile']}")
+        assert page.status_code == 200
+        csrf = csrf_of(page.text)
+        assert (await a.post("/ui/logout", data={"csrf": csrf})).status_code == 303
+
+        for app in (app_a, app_b):
+            async with asgi(app) as copy:
+                copy.cookies.update(kept)
+                assert (await copy.get("/ui/")).status_code == 303
+                moved = await copy.post(f"/ui/tasks/{ids['hostile']}/priority", data={"priority": "P0", "csrf": csrf})
+                assert moved.status_code == 303
+                assert moved.headers["location"].startswith("/ui/login")
+
+        again = await a.get("/ui/login")
+        assert (await a.post("/ui/login", data={"token": secret, "csrf": csrf_of(again.text)})).status_code == 303
+        assert (await a.get("/ui/")).status_code == 200  # logging in again opens a new session
