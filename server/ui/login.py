@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import hmac
+import logging
+import math
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from server.connections import LOG_INTERVAL
 from server.core import tokens
 from server.ui.access import COOKIE, FORM_COOKIE, Viewer
 from server.ui.dashboard import Dashboard, dashboard, set_cookie
+
+log = logging.getLogger("jct.ui")
 
 MAX_LOGIN_BYTES = 4096
 
@@ -37,9 +42,26 @@ async def login(request: Request) -> Response:
     sent = form.get("csrf")
     if issued is not None or not isinstance(sent, str) or not hmac.compare_digest(sent, csrf):
         return ui.problem(request, None, 403, "Form refused", "This login form is out of date.", "Reload the page.")
+    address = request.client.host if request.client is not None else ""
+    wait = ui.login_failures.wait(address)
+    if wait > 0:
+        retry = max(1, math.ceil(wait))
+        message = "Too many failed logins from this address (JCT_LOGIN_FAILURES_PER_MINUTE)."
+        refused = ui.problem(request, None, 429, "Too many attempts", message, f"Retry in {retry}s.")
+        refused.headers["Retry-After"] = str(retry)
+        return refused
     secret = form.get("token")
     opened = await ui.access.login(secret.strip()) if isinstance(secret, str) else None
     if opened is None:
+        ui.login_failures.take(address)
+        held = ui.repeats.due(("login", address))
+        if held is not None:
+            log.warning(
+                "dashboard: %d failed login(s) from %s (logged once per %.0fs)",
+                held + 1,
+                address or "an unknown address",
+                LOG_INTERVAL,
+            )
         return ui.render(request, None, "login.html", 401, csrf=csrf, target=target, failed=True)
     _viewer, cookie = opened
     response = RedirectResponse(target, 303)

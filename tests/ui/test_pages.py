@@ -323,3 +323,22 @@ async def test_logging_out_ends_the_session_on_every_process(make_settings: Call
         again = await a.get("/ui/login")
         assert (await a.post("/ui/login", data={"token": secret, "csrf": csrf_of(again.text)})).status_code == 303
         assert (await a.get("/ui/")).status_code == 200  # logging in again opens a new session
+
+
+async def test_failed_logins_are_capped_per_address_and_logged_once(
+    make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Guessing tokens through the login form: past JCT_LOGIN_FAILURES_PER_MINUTE failures from one address,
+    every login from there (a right token too) answers 429 until the bucket refills; one log line."""
+    settings = make_settings(auth="token", login_failures_per_minute=3)
+    async with running(settings) as (app, core), asgi(app) as http:
+        secret, _ = await tokens.create_token(core, "alice", ["admin"])
+        csrf = csrf_of((await http.get("/ui/login")).text)
+        wrong = [await http.post("/ui/login", data={"token": f"jct_wrong{n}", "csrf": csrf}) for n in range(3)]
+        assert [response.status_code for response in wrong] == [401] * 3
+        for attempt in ("jct_wrong", secret):
+            refused = await http.post("/ui/login", data={"token": attempt, "csrf": csrf})
+            assert refused.status_code == 429
+            assert "JCT_LOGIN_FAILURES_PER_MINUTE" in refused.text
+            assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert sum("failed login" in record.getMessage() for record in caplog.records) == 1
