@@ -178,7 +178,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         Route("/healthz", healthz, methods=["GET"]),
         # The dashboard (server/ui/): its own login with tokens, so the front door leaves it alone.
         Route("/ui", to_dashboard, methods=["GET"]),
-        Mount("/ui", app=build_ui(core, mcp.hub, sessions, security, tokens_on)),
+        Mount("/ui", app=build_ui(core, mcp.hub, sessions, security, tokens_on, settings.login_failures_per_minute)),
         Route("/health", healthz, methods=["GET"]),  # seed 003's name for the same liveness answer
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
@@ -197,6 +197,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
                 core=core,
                 rate_limit_per_minute=settings.rate_limit_per_minute,
                 public=public,
+                unauthenticated_per_minute=settings.unauthenticated_per_minute,
             )
         )
     # Inside the front door, so it knows who opened what.

@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server.connections import LOG_INTERVAL, Repeats
 from server.core import tokens
 from server.core.service import Core
 from server.errors import RpcCode
@@ -79,6 +80,13 @@ class RateLimiter:
             return 0.0
         self._store(key, level, now)
         return (1.0 - level) / self.rate
+
+    def wait(self, key: str) -> float:
+        """What `take` would answer, without counting anything."""
+        now = self.clock()
+        level, last = self.buckets.get(key, (self.capacity, now))
+        level = min(self.capacity, level + (now - last) * self.rate)
+        return 0.0 if level >= 1.0 else (1.0 - level) / self.rate
 
     def _store(self, key: str, level: float, now: float) -> None:
         if key not in self.buckets and len(self.buckets) >= MAX_BUCKETS:
@@ -161,11 +169,21 @@ async def _refuse(
 class FrontDoor:
     """ASGI middleware in front of the whole app: authenticate, authorize and rate-limit the MCP endpoints."""
 
-    def __init__(self, app: ASGIApp, core: Core, rate_limit_per_minute: int, public: PublicOrigin) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        core: Core,
+        rate_limit_per_minute: int,
+        public: PublicOrigin,
+        unauthenticated_per_minute: int = 60,
+    ) -> None:
         self.app = app
         self.backend = BearerAuthBackend(JctTokenVerifier(core))
         self.with_context = AuthContextMiddleware(app)
         self.limiter = RateLimiter(rate_limit_per_minute)
+        # Requests without a valid token, per client address: guessing tokens, or a flood of 401s, is slowed.
+        self.strangers = RateLimiter(unauthenticated_per_minute)
+        self.repeats = Repeats()
         self.public = public
         self.failures = FailureLog(log, "requests with a token answer 503")
 
@@ -213,6 +231,27 @@ class FrontDoor:
     async def _unauthorized(
         self, conn: HTTPConnection, resource: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        address = conn.client.host if conn.client is not None else ""
+        wait = self.strangers.take(address)
+        if wait > 0:
+            retry_after = max(1, math.ceil(wait))
+            held = self.repeats.due(("unauthenticated", address))
+            if held is not None:
+                log.warning(
+                    "rate limit: %d request(s) without a valid token from %s refused "
+                    "(JCT_UNAUTHENTICATED_PER_MINUTE; logged once per %.0fs)",
+                    held + 1,
+                    address or "an unknown address",
+                    LOG_INTERVAL,
+                )
+            data = {
+                "error": "rate_limited",
+                "error_description": "Too many requests without a valid token from this address "
+                f"(JCT_UNAUTHENTICATED_PER_MINUTE); retry after {retry_after}s.",
+                "retry_after_seconds": retry_after,
+            }
+            await _refuse(scope, receive, send, 429, RpcCode.RATE_LIMITED, data, {"Retry-After": str(retry_after)})
+            return
         header = conn.headers.get("authorization")
         if header is None or not header.lower().startswith("bearer "):
             description = "Authentication required: send 'Authorization: Bearer jct_...' (see `jct token create`)."

@@ -125,6 +125,16 @@ class Settings(BaseSettings):
     public_url: str = ""
     # With JCT_AUTH=token: HTTP requests per minute per principal (a token bucket; 429 beyond it).
     rate_limit_per_minute: int = Field(default=600, ge=1, le=1_000_000)
+    # With JCT_AUTH=token: requests per minute from one client address that carry no valid token (429 beyond).
+    unauthenticated_per_minute: int = Field(default=60, ge=1, le=1_000_000)
+    # Failed dashboard logins per minute from one client address; past it, every login from there is 429.
+    login_failures_per_minute: int = Field(default=10, ge=1, le=10_000)
+    # `jct serve`: a connection that has not sent a request's complete headers this long after connecting (or
+    # after its previous response) is closed (server/connections.py).
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    # `jct serve`: open HTTP connections at most (event streams included), kept below the open-file limit;
+    # past it, the one that has waited longest for its headers is closed.
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
     # Tasks one principal may hold claimed at once.
     max_claims_per_agent: int = Field(default=5, ge=1, le=10_000)
     # Open sessions and event streams (legacy streamable HTTP sessions, SSE connections, listen streams):

@@ -16,6 +16,7 @@ another. `watch_revocations` closes everything a revoked token opened within a s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
@@ -33,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 log = logging.getLogger("jct.sessions")
 
 Kind = Literal["session", "sse", "listen", "ui"]
+STREAMS: frozenset[Kind] = frozenset({"sse", "listen", "ui"})  # what `Sessions.stream` holds open
 Close = Callable[[], Coroutine[Any, Any, None]]
 LOCAL = "local"
 REVOCATION_POLL_SECONDS = 0.5
@@ -112,9 +114,20 @@ class Sessions:
             self._evict(entry, "its token was revoked")
         return len(gone)
 
-    def _evict(self, entry: Entry, why: str) -> None:
+    def end_streams(self, why: str) -> int:
+        """Close every stream this module holds open (SSE connections, listens, dashboard streams), with one
+        log line for all of them; how many."""
+        streams = [entry for entry in self._entries.values() if entry.kind in STREAMS]
+        for entry in streams:
+            self._evict(entry, why, quiet=True)
+        if streams:
+            log.info("ending %d event stream(s): %s", len(streams), why)
+        return len(streams)
+
+    def _evict(self, entry: Entry, why: str, quiet: bool = False) -> None:
         self._entries.pop(entry.key, None)
-        log.info("closing %s %s of %s: %s", entry.kind, entry.key, entry.principal, why)
+        if not quiet:
+            log.info("closing %s %s of %s: %s", entry.kind, entry.key, entry.principal, why)
         if self._closing is not None:
             self._closing.start_soon(entry.close)
         else:  # no task group (the app's lifespan is not running): nothing left to close
@@ -210,12 +223,23 @@ class SessionGuard:
 
     async def _stream(self, kind: Kind, scope: Scope, receive: Receive, send: Send) -> None:
         principal, credential = who(scope)
-        async with self.sessions.stream(kind, principal, credential):
-            await self.app(scope, receive, send)
+        response = Ending(send)
+        try:
+            async with self.sessions.stream(kind, principal, credential):
+                await self.app(scope, receive, response.send)
+        finally:
+            await response.end()
 
     async def _sse(self, scope: Scope, receive: Receive, send: Send) -> None:
         """An SSE connection, known by the session id its first event announces (`/messages/?session_id=`),
         which its POSTs carry."""
+        response = Ending(send)
+        try:
+            await self._sse_stream(scope, receive, response.send)
+        finally:
+            await response.end()
+
+    async def _sse_stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal, credential = who(scope)
         async with self.sessions.stream("sse", principal, credential) as entry:
             announced = False
@@ -234,6 +258,34 @@ class SessionGuard:
                 await send(message)
 
             await self.app(scope, receive, watch)
+
+
+class Ending:
+    """The `send` of a stream that closing may cancel mid-response: `end` finishes whatever response was begun
+    (a stream's last, empty chunk; a 503 if nothing was sent yet), so the client sees the stream end and
+    the server logs no "returned without completing response"."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._started = False
+        self._done = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self._done = True
+        await self._send(message)
+
+    async def end(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        # Shielded: this runs when a closing or a shutdown cancelled the stream; the client may be gone.
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            if not self._started:
+                await self._send({"type": "http.response.start", "status": 503, "headers": [(b"content-length", b"0")]})
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 # --- revocation ---------------------------------------------------------------------------------

@@ -159,7 +159,9 @@ def draining_server(config: Any, grace: float) -> Any:
             for connection in list(self.server_state.connections):
                 connection.shutdown()
             await drain.run(grace)
-            sdk.end_event_streams()  # now end the event streams that never end on their own
+            # Now end the event streams that never end on their own, so that none is left for uvicorn to cancel.
+            sdk.end_event_streams()
+            config.app.state.sessions.end_streams("the server is shutting down")
             await super().shutdown(sockets)
 
     return DrainingServer(config)

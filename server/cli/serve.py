@@ -71,6 +71,7 @@ def _serve_http(settings: Settings) -> None:
     import uvicorn
 
     from server.app import create_app
+    from server.connections import ACCEPT_BATCH, connection_cap, guarded_protocol, quiet_floods
     from server.shutdown import draining_server
 
     if settings.auth == "none" and not is_loopback(settings.host):
@@ -89,7 +90,13 @@ def _serve_http(settings: Settings) -> None:
             log_level=settings.log_level.lower(),
             access_log=settings.log_level == "DEBUG",
             lifespan="on",
+            # A connection's headers are due within the header timeout, connections are capped below the
+            # open-file limit (server/connections.py); an idle keep-alive connection closes after 5s.
+            http=guarded_protocol(settings.header_timeout_seconds, connection_cap(settings.max_connections)),
+            timeout_keep_alive=5,
+            backlog=ACCEPT_BATCH,
         )
+        quiet_floods()
         server = draining_server(config, settings.shutdown_grace_seconds)
         log.info("JCT %s listening on http://%s:%d (MCP at /mcp and /sse)", _version(), settings.host, settings.port)
         server.run(sockets=[sock])

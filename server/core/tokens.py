@@ -166,7 +166,8 @@ async def verify(core: Core, secret: str) -> Principal | None:
 # --- dashboard sessions ------------------------------------------------------------------------
 # A dashboard session is a cookie naming the token it was opened with, signed with that token's stored hash
 # (which never leaves the database): any server process can check it, a restart keeps it, and revoking or
-# rotating the token ends it at the next request. The secret itself is never in the cookie or a URL.
+# rotating the token ends it at the next request, and so does logging out (its signature is then kept in
+# ended_ui_sessions until it would have expired). The secret itself is never in the cookie or a URL.
 
 UI_SESSION_SECONDS = 12 * 3600
 
@@ -186,31 +187,62 @@ async def open_ui_session(core: Core, secret: str) -> tuple[UiSession, str] | No
     principal = await verify(core, secret)
     if principal is None or principal.token_id is None:
         return None
-    issued = str(int(time.time()))
-    cookie = f"{principal.token_id}.{issued}.{_mac(hash_secret(secret), 'ui', principal.token_id, issued)}"
+    # A random part makes each login its own session, so logging out of one ends no other.
+    issued, nonce = str(int(time.time())), secrets.token_hex(8)
+    mac = _mac(hash_secret(secret), "ui", principal.token_id, issued, nonce)
+    cookie = f"{principal.token_id}.{issued}.{nonce}.{mac}"
     session = await ui_session(core, cookie)
     assert session is not None
     return session, cookie
 
 
 async def ui_session(core: Core, cookie: str) -> UiSession | None:
-    """The session a cookie names, if its signature holds, it is not older than UI_SESSION_SECONDS and its token
-    is still live."""
+    """The session a cookie names, if its signature holds, it is not older than UI_SESSION_SECONDS, it was not
+    logged out and its token is still live."""
     parts = cookie.split(".")
-    if len(parts) != 3 or len(cookie) > 200 or not parts[1].isdigit():
+    if len(parts) != 4 or len(cookie) > 200 or not parts[1].isdigit():
         return None
-    token_id, issued, mac = parts
+    token_id, issued, nonce, mac = parts
     if not 0 <= time.time() - int(issued) <= UI_SESSION_SECONDS:
         return None
     async with core.db.read() as conn:
         row = await _rows().live_token_by_id(conn, token_id) if _is_uuid(token_id) else None
-    if row is None or not hmac.compare_digest(mac, _mac(row["token_hash"], "ui", token_id, issued)):
+        ended = row is not None and await _rows().ui_session_ended(conn, mac)
+    if row is None or ended or not hmac.compare_digest(mac, _mac(row["token_hash"], "ui", token_id, issued, nonce)):
         return None
     known = {role.value for role in Role}
     principal = Principal(
         name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known), token_id=row["id"]
     )
-    return UiSession(principal, _mac(row["token_hash"], "csrf", token_id, issued))
+    return UiSession(principal, _mac(row["token_hash"], "csrf", token_id, issued, nonce))
+
+
+async def end_ui_session(core: Core, cookie: str) -> None:
+    """Log a session out on every process: its signature is refused until it would have expired anyway."""
+    if await ui_session(core, cookie) is None:
+        return
+    _, issued, _, mac = cookie.split(".")
+    expires = datetime.fromtimestamp(int(issued) + UI_SESSION_SECONDS, UTC)
+    async with core.db.write() as conn:
+        await _rows().end_ui_session(conn, mac, expires, datetime.now(UTC))
+
+
+# --- dashboard forms without a session ----------------------------------------------------------
+# The login form and every form of JCT_AUTH=none have no session to tie their token to. The browser holds a
+# random nonce in a cookie, and the form carries a MAC of that nonce under a key kept in the database: another
+# site on the same host (cookies ignore ports) can plant a nonce but cannot compute the MAC that goes with it,
+# and every process on the database computes the same one.
+
+
+async def form_key(core: Core) -> str:
+    """The key form tokens are signed with, made by the first process that needs it."""
+    async with core.db.write() as conn:
+        key: str = await _rows().server_secret(conn, "dashboard_form_key", secrets.token_hex(32))
+    return key
+
+
+def form_token(key: str, nonce: str) -> str:
+    return _mac(key, "form", nonce)
 
 
 def _is_uuid(value: str) -> bool:

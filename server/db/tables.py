@@ -386,3 +386,21 @@ tokens = Table(
         postgresql_where=text("revoked_at IS NULL"),
     ),
 )
+
+# Secrets every server process on this database shares, made once by whichever process first needs one
+# (the dashboard's form key: server/core/tokens.py `form_key`).
+server_secrets = Table(
+    "server_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(128), nullable=False),
+)
+
+# Dashboard sessions ended by logging out, until the moment they would have expired anyway: a session is a
+# signed cookie any process can check, so ending one is a row every process reads.
+ended_ui_sessions = Table(
+    "ended_ui_sessions",
+    metadata,
+    Column("signature", String(64), primary_key=True),
+    Column("expires_at", UTCDateTime, nullable=False, index=True),
+)

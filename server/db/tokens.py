@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import RowMapping, insert, select, update
+from sqlalchemy import RowMapping, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -53,3 +53,31 @@ async def live_token_by_id(conn: AsyncConnection, token_id: str) -> RowMapping |
     query = select(t.tokens).where(t.tokens.c.id == token_id, t.tokens.c.revoked_at.is_(None))
     row: RowMapping | None = (await conn.execute(query)).mappings().first()
     return row
+
+
+async def server_secret(conn: AsyncConnection, name: str, fresh: str) -> str:
+    """The secret called `name`, stored as `fresh` if there is none yet; every process reads the first one."""
+    try:
+        async with conn.begin_nested():
+            await conn.execute(insert(t.server_secrets).values(name=name, value=fresh))
+    except IntegrityError:
+        pass
+    value: str = (
+        await conn.execute(select(t.server_secrets.c.value).where(t.server_secrets.c.name == name))
+    ).scalar_one()
+    return value
+
+
+async def end_ui_session(conn: AsyncConnection, signature: str, expires_at: datetime, now: datetime) -> None:
+    """Record a dashboard session as ended, and forget those that have expired by now anyway."""
+    await conn.execute(delete(t.ended_ui_sessions).where(t.ended_ui_sessions.c.expires_at < now))
+    try:
+        async with conn.begin_nested():
+            await conn.execute(insert(t.ended_ui_sessions).values(signature=signature, expires_at=expires_at))
+    except IntegrityError:
+        pass  # ended twice
+
+
+async def ui_session_ended(conn: AsyncConnection, signature: str) -> bool:
+    query = select(t.ended_ui_sessions.c.signature).where(t.ended_ui_sessions.c.signature == signature)
+    return (await conn.execute(query)).first() is not None

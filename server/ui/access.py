@@ -3,9 +3,10 @@
 With JCT_AUTH=none (loopback only) every visitor is the local operator, with every right. With tokens, a
 visitor logs in by posting a token; the session is a signed cookie (server/core/tokens.py) checked on every
 request, so revoking the token ends it. Every form carries a CSRF token tied to the session. Where there is no
-session yet (the login form) or none at all (JCT_AUTH=none), the form's token is also set as a cookie that
-only JCT's own pages can send (double submit): any JCT process behind one address accepts it, and a restart
-does not make open forms stale.
+session yet (the login form) or none at all (JCT_AUTH=none), the browser holds a random nonce in a cookie and
+the form carries its MAC under a key kept in the database (server/core/tokens.py `form_key`): a page on another
+port of the same host can plant the cookie (cookies ignore ports) but cannot compute the token that goes with
+it; any JCT process on the database accepts it, and a restart does not make open forms stale.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from server.core.service import Core
 from server.core.tokens import Principal
 
 COOKIE = "jct_ui"
-FORM_COOKIE = "jct_form"  # the double-submit token of the login form and of JCT_AUTH=none
+FORM_COOKIE = "jct_form"  # the nonce whose MAC the login form and the forms of JCT_AUTH=none carry
 LOCAL = "local"
 
 # Each dashboard action, as the tool it mirrors and that tool's toolset: a role may do on the dashboard
@@ -43,7 +44,7 @@ class Viewer:
     csrf: str
     principal: Principal | None = None  # None: JCT_AUTH=none, the local operator
     credential: str | None = None  # the token id the session was opened with
-    issued: bool = False  # `csrf` is new: the page sets it as FORM_COOKIE
+    issued: str | None = None  # a new nonce, which the page sets as FORM_COOKIE
 
     def may(self, action: str) -> bool:
         tool, toolset = ACTIONS.get(action, READ)
@@ -66,23 +67,25 @@ class Viewer:
         return isinstance(sent, str) and hmac.compare_digest(sent, self.csrf)
 
 
-def form_token(request: Request) -> tuple[str, bool]:
-    """The visitor's double-submit token: the one its FORM_COOKIE holds, or a new one (True) to set."""
-    held = request.cookies.get(FORM_COOKIE, "")
-    if re.fullmatch(r"[0-9a-f]{64}", held):
-        return held, False
-    return secrets.token_hex(32), True
-
-
 class Access:
     def __init__(self, core: Core, tokens_on: bool) -> None:
         self.core = core
         self.tokens_on = tokens_on
+        self._form_key: str | None = None
+
+    async def form_token(self, request: Request) -> tuple[str, str | None]:
+        """The token a sessionless form carries: the MAC of the nonce the visitor's FORM_COOKIE holds, or of a
+        new nonce, returned second for the page to set."""
+        if self._form_key is None:
+            self._form_key = await tokens.form_key(self.core)
+        held = request.cookies.get(FORM_COOKIE, "")
+        issued = None if re.fullmatch(r"[0-9a-f]{64}", held) else secrets.token_hex(32)
+        return tokens.form_token(self._form_key, issued or held), issued
 
     async def viewer(self, request: Request) -> Viewer | None:
         """The visitor, or None when tokens are on and the request carries no live session."""
         if not self.tokens_on:
-            csrf, issued = form_token(request)
+            csrf, issued = await self.form_token(request)
             return Viewer(LOCAL, csrf, issued=issued)
         cookie = request.cookies.get(COOKIE)
         if not cookie:

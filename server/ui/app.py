@@ -25,7 +25,12 @@ GET, POST = ["GET"], ["POST"]
 
 
 def build_ui(
-    core: Core, hub: NotificationHub, sessions: Sessions, security: TransportSecuritySettings, tokens_on: bool
+    core: Core,
+    hub: NotificationHub,
+    sessions: Sessions,
+    security: TransportSecuritySettings,
+    tokens_on: bool,
+    login_failures_per_minute: int = 10,
 ) -> Starlette:
     routes = [
         Route("/", page(pages.overview), methods=GET),
@@ -49,5 +54,5 @@ def build_ui(
         Route("/{rest:path}", page(pages.not_found)),
     ]
     app = Starlette(routes=routes)
-    app.state.dashboard = Dashboard.build(core, hub, sessions, security, tokens_on)
+    app.state.dashboard = Dashboard.build(core, hub, sessions, security, tokens_on, login_failures_per_minute)
     return app

@@ -14,6 +14,8 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, Response
 
+from server.auth import RateLimiter
+from server.connections import Repeats
 from server.core.service import Core
 from server.notify.hub import NotificationHub
 from server.sessions import Sessions
@@ -38,6 +40,9 @@ class Dashboard:
     guard: TransportSecurityMiddleware  # Host and Origin, as the MCP endpoint checks them
     templates: Environment
     tokens_on: bool
+    # Failed logins per client address (a token bucket): guessing tokens through the login form is slowed.
+    login_failures: RateLimiter
+    repeats: Repeats
     # The throughput chart's last reading and when it was taken (time.monotonic()): see pages.recent_throughput.
     flow: tuple[float, Any] | None = None
 
@@ -49,9 +54,12 @@ class Dashboard:
         sessions: Sessions,
         security: TransportSecuritySettings,
         tokens_on: bool,
+        login_failures_per_minute: int = 10,
     ) -> Dashboard:
         access = Access(core, tokens_on)
-        return cls(core, hub, sessions, access, TransportSecurityMiddleware(security), _environment(), tokens_on)
+        guard = TransportSecurityMiddleware(security)
+        failures = RateLimiter(login_failures_per_minute)
+        return cls(core, hub, sessions, access, guard, _environment(), tokens_on, failures, Repeats())
 
     def render(
         self, request: Request, viewer: Viewer | None, name: str, code: int = 200, **values: Any
@@ -60,8 +68,8 @@ class Dashboard:
             viewer=viewer, tokens_on=self.tokens_on, path=request.url.path, now=datetime.now(UTC), **values
         )
         response = HTMLResponse(html, status_code=code, headers=HEADERS)
-        if viewer is not None and viewer.issued:
-            set_cookie(request, response, FORM_COOKIE, viewer.csrf)
+        if viewer is not None and viewer.issued is not None:
+            set_cookie(request, response, FORM_COOKIE, viewer.issued)
         return response
 
     def problem(

@@ -187,6 +187,26 @@ async def test_the_request_rate_is_capped_per_principal(serving: Any) -> None:
     assert other.status_code != 429
 
 
+async def test_requests_without_a_valid_token_are_capped_per_address(serving: Any, caplog: Any) -> None:
+    """Guessing tokens, or a flood of 401s, is slowed per client address; a valid token is not held back,
+    and the refusals make one log line, not one each."""
+    with anyio.fail_after(30):
+        async with serving(auth="token", unauthenticated_per_minute=3) as (app, core), asgi(app) as http:
+            alice, _ = await tokens.create_token(core, "alice", ["worker"])
+            guesses = [await http.post("/mcp", json=PING, headers=ACCEPT | bearer("jct_" + "x" * 40)) for _ in range(3)]
+            limited = [
+                await http.post("/mcp", json=PING, headers=ACCEPT | bearer("jct_" + "y" * 40)) for _ in range(20)
+            ]
+            valid = await http.post("/mcp", json=PING, headers=ACCEPT | bearer(alice))
+    assert [response.status_code for response in guesses] == [401] * 3
+    assert {response.status_code for response in limited} == {429}
+    error = refusal(limited[0], 429, RpcCode.RATE_LIMITED, "rate_limited")["error"]
+    assert "JCT_UNAUTHENTICATED_PER_MINUTE" in error["message"]
+    assert 1 <= int(limited[0].headers["retry-after"]) <= 20
+    assert valid.status_code != 429
+    assert sum("JCT_UNAUTHENTICATED_PER_MINUTE" in record.getMessage() for record in caplog.records) == 1
+
+
 async def test_there_is_no_rate_cap_without_tokens(serving: Any) -> None:
     with anyio.fail_after(30):
         async with serving(rate_limit_per_minute=1) as (app, _core), asgi(app) as http:

@@ -229,3 +229,39 @@ async def test_each_role_sees_and_does_what_its_tools_allow(
             assert dialogs == []
         finally:
             await core.db.dispose()
+
+
+async def test_eight_tabs_of_one_browser_all_load_and_all_update_live(
+    browser: Browser, make_settings: Callable[..., Settings]
+) -> None:
+    """A browser opens six HTTP/1.1 connections to a host: with one event stream per tab, the seventh tab
+    never loaded. The tabs of one browser share one stream, so eight all load, all go live and all show
+    a change; closing the tab that holds the stream hands it to another."""
+    settings = make_settings()
+    async with serving(settings) as (base, _mcp):
+        core = Core.build(settings)
+        try:
+            context = await browser.new_context()
+            tabs = []
+            for n in range(8):
+                tab = await context.new_page()
+                tab.set_default_timeout(WAIT_MS)
+                response = await tab.goto(f"{base}/ui/queue?tab={n}")
+                assert response is not None
+                assert response.status == 200
+                tabs.append(tab)
+            for tab in tabs:
+                await live(tab)
+            await intake.enqueue_task(core, ADMIN, objective="Seen in every tab", operation="docs", target_repo="a/b")
+            for tab in tabs:
+                await tab.get_by_text("Seen in every tab").wait_for()
+
+            await tabs[0].close()  # the first tab opened the stream: another takes it over
+            await intake.enqueue_task(
+                core, ADMIN, objective="Seen after a tab left", operation="docs", target_repo="a/b"
+            )
+            for tab in tabs[1:]:
+                await tab.get_by_text("Seen after a tab left").wait_for()
+            await context.close()
+        finally:
+            await core.db.dispose()

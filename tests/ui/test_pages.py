@@ -187,6 +187,37 @@ async def test_forms_need_their_csrf_token_and_a_host_jct_answers_to(
     assert "only failed, cancelled or rejected" in again.text
 
 
+@pytest.mark.parametrize("auth", ["none", "token"])
+async def test_a_form_cookie_planted_by_another_port_does_not_make_a_form_valid(
+    make_settings: Callable[..., Settings], auth: str
+) -> None:
+    """A page on another port of 127.0.0.1 can set JCT's cookies (cookies ignore ports) and post a form from
+    its own origin, which the Origin check lets through as loopback: the token it planted is not one JCT
+    signed, so the form (the login form, with tokens) is refused and nothing changes."""
+    settings = make_settings(auth=auth, review_auto_approve=False)
+    async with running(settings) as (app, core), asgi(app) as http:
+        ids = await scene(core)
+        planted = "a" * 64
+        http.cookies.set(FORM_COOKIE, planted, domain="127.0.0.1", path="/ui")
+        origin = {"Origin": "http://127.0.0.1:9999"}
+        if auth == "token":
+            secret, _ = await tokens.create_token(core, "rita", ["reviewer"])
+            forged = await http.post("/ui/login", data={"token": secret, "csrf": planted}, headers=origin)
+            assert forged.status_code == 403
+            assert "jct_ui" not in forged.headers.get("set-cookie", "")
+            return
+        for action, data in [
+            (f"/ui/reviews/{ids['pack']}", {"decision": "rejected", "reason": "forged"}),
+            (f"/ui/tasks/{ids['hostile']}/priority", {"priority": "P0"}),
+            (f"/ui/tasks/{ids['hostile']}/cancel", {"reason": "forged"}),
+        ]:
+            forged = await http.post(action, data={**data, "csrf": planted}, headers=origin)
+            assert forged.status_code == 403
+            assert "Form refused" in forged.text
+        assert "Reviewed work" in (await http.get("/ui/reviews")).text  # nothing was decided
+        assert "Priority P2" not in (await http.get(f"/ui/tasks/{ids['hostile']}")).text
+
+
 async def test_tokens_log_in_with_a_signed_cookie_roles_and_revocation(make_settings: Callable[..., Settings]) -> None:
     async with running(make_settings(auth="token", review_auto_approve=False)) as (app, core), asgi(app) as http:
         ids = await scene(core)
@@ -264,3 +295,50 @@ async def test_a_form_from_one_server_process_is_accepted_by_another(
             data = {"decision": "approved", "reason": "Looks right.", "csrf": csrf_of(page.text)}
             assert (await a.post(f"/ui/reviews/{ids['pack']}", data=data)).status_code == 303
         assert "approved" in (await a.get(f"/ui/tasks/{ids['done']}")).text
+
+
+async def test_logging_out_ends_the_session_on_every_process(make_settings: Callable[..., Settings]) -> None:
+    """A copy of the session cookie kept after logging out (another tab's request in flight, a stolen copy)
+    no longer loads a page or posts a form, on the process that logged out or any other on the database."""
+    settings = make_settings(auth="token", review_auto_approve=False)
+    async with running(settings) as (app_a, core), running(settings) as (app_b, _), asgi(app_a) as a:
+        ids = await scene(core)
+        secret, _ = await tokens.create_token(core, "alice", ["admin"])
+        login = await a.get("/ui/login")
+        assert (await a.post("/ui/login", data={"token": secret, "csrf": csrf_of(login.text)})).status_code == 303
+        kept = dict(a.cookies)
+        page = await a.get(f"/ui/tasks/{ids['hostile']}")
+        assert page.status_code == 200
+        csrf = csrf_of(page.text)
+        assert (await a.post("/ui/logout", data={"csrf": csrf})).status_code == 303
+
+        for app in (app_a, app_b):
+            async with asgi(app) as copy:
+                copy.cookies.update(kept)
+                assert (await copy.get("/ui/")).status_code == 303
+                moved = await copy.post(f"/ui/tasks/{ids['hostile']}/priority", data={"priority": "P0", "csrf": csrf})
+                assert moved.status_code == 303
+                assert moved.headers["location"].startswith("/ui/login")
+
+        again = await a.get("/ui/login")
+        assert (await a.post("/ui/login", data={"token": secret, "csrf": csrf_of(again.text)})).status_code == 303
+        assert (await a.get("/ui/")).status_code == 200  # logging in again opens a new session
+
+
+async def test_failed_logins_are_capped_per_address_and_logged_once(
+    make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Guessing tokens through the login form: past JCT_LOGIN_FAILURES_PER_MINUTE failures from one address,
+    every login from there (a right token too) answers 429 until the bucket refills; one log line."""
+    settings = make_settings(auth="token", login_failures_per_minute=3)
+    async with running(settings) as (app, core), asgi(app) as http:
+        secret, _ = await tokens.create_token(core, "alice", ["admin"])
+        csrf = csrf_of((await http.get("/ui/login")).text)
+        wrong = [await http.post("/ui/login", data={"token": f"jct_wrong{n}", "csrf": csrf}) for n in range(3)]
+        assert [response.status_code for response in wrong] == [401] * 3
+        for attempt in ("jct_wrong", secret):
+            refused = await http.post("/ui/login", data={"token": attempt, "csrf": csrf})
+            assert refused.status_code == 429
+            assert "JCT_LOGIN_FAILURES_PER_MINUTE" in refused.text
+            assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert sum("failed login" in record.getMessage() for record in caplog.records) == 1
