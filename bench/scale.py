@@ -530,7 +530,7 @@ async def load(database_url: str, n: int, *, seed: int = 0, missions: bool = Tru
     db = Database(url)
     try:
         async with db.write() as conn:
-            await counts.fold_count_deltas(conn, sqlite=db.is_sqlite)
+            await counts.fold_count_deltas(conn)
     finally:
         await db.dispose()
     folded_at = time.perf_counter()

@@ -10,6 +10,8 @@ transaction. `decide` runs off the event loop (it may read or write artifact fil
 - PostgreSQL: the fence, then the facts, then `decide` in a worker thread, then every write in
   one statement (one data-modifying CTE per write).
 
+`apply` is the one way in, for both: the dialect fork is there and nowhere else.
+
 If the fence refuses, nothing is written and the result is None: the service works out why.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -28,6 +31,7 @@ from sqlalchemy.sql.dml import ReturningUpdate
 
 from server.db import leases, missions, queries, rawsqlite
 from server.db import tables as t
+from server.db.engine import Database
 from server.db.leases import Fence
 
 Values = Mapping[str, Any]
@@ -143,10 +147,26 @@ def update_issue(issue_id: str, values: Values) -> Update:
     return Update(t.issues, issue_id, values)
 
 
+# --- the change -----------------------------------------------------------------------------------
+
+
+async def apply(db: Database, fence: Fence, decide: Decide[R], *, completion: bool = False) -> Changed[R] | None:
+    """Pass the fence and make `decide`'s writes in one transaction; None if the fence refused (nothing was
+    written then). `completion`: `decide` is also given the task, its criteria and the run's artifacts.
+
+    The one dialect fork of a fenced change. SQLite: the whole transaction as ONE call on aiosqlite's
+    thread, which pays against the same steps through SQLAlchemy (several thread hops per statement): the
+    figures are in bench/README.md. PostgreSQL: three round trips (fence with facts, writes, commit)."""
+    if db.is_sqlite:
+        return await db.write_in_one_call(partial(_change_sqlite, fence=fence, decide=decide, completion=completion))
+    async with db.write() as conn:
+        return await _change_postgres(conn, fence, decide, completion=completion)
+
+
 # --- SQLite: one call on aiosqlite's thread ----------------------------------------------------
 
 
-def change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, completion: bool) -> Changed[R] | None:
+def _change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, completion: bool) -> Changed[R] | None:
     """Inside Database.write_in_one_call: fence, facts, decide, write."""
     run = leases.renew_sqlite(db, fence)
     if run is None:
@@ -202,7 +222,7 @@ def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any]) -> 
 # --- PostgreSQL: the fence, the facts, then every write in one statement -------------------------
 
 
-async def change_postgres(
+async def _change_postgres(
     conn: AsyncConnection, fence: Fence, decide: Decide[R], *, completion: bool
 ) -> Changed[R] | None:
     """Inside Database.write(): fence (with the facts), decide (in a worker thread), write."""

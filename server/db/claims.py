@@ -5,6 +5,8 @@ running, create the run that holds the lease, move the issue, and write both aud
 rows. SQLite cannot put DML in a CTE, so it runs the same conditional
 UPDATE ... RETURNING and the inserts inside one BEGIN IMMEDIATE transaction, which
 holds the database's single write lock from the first statement to the commit.
+
+`claim` is the one way in, for both: the dialect fork is there and nowhere else.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.db import rawsqlite
+from server.db import queries, rawsqlite
 from server.db import tables as t
+from server.db.engine import Database
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class ClaimRequest:
     task_id: str | None = None  # claim this task; None = claim the best eligible one
     operation: str | None = None
     repo_prefix: str | None = None
+    # With tokens on, the most running claims one principal may hold (JCT_MAX_CLAIMS_PER_AGENT); None: no cap.
+    max_claims: int | None = None
 
 
 # How many of its mission's decisions a claim of a mission's task carries, newest first.
@@ -154,7 +160,34 @@ _PG_PICK_ONE = """
     SELECT id FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE"""
 
 
-async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str, Any] | None:
+class ClaimCapReached(Exception):
+    """The principal already holds `held` running claims, `ClaimRequest.max_claims` or more: nothing was claimed."""
+
+    def __init__(self, held: int) -> None:
+        super().__init__(f"{held} claims held")
+        self.held = held
+
+
+async def claim(db: Database, req: ClaimRequest) -> dict[str, Any] | None:
+    """The claim, whichever the database: the flat claimed row (task, run, briefing), or None when nothing
+    was claimable. Raises ClaimCapReached, having claimed nothing, when the cap of `req.max_claims` is met.
+
+    The one dialect fork of the claim. PostgreSQL: one statement in an ordinary transaction. SQLite: the
+    whole BEGIN IMMEDIATE transaction as ONE call on aiosqlite's thread, which pays against the same steps
+    through SQLAlchemy (several thread hops per statement): the figures are in bench/README.md."""
+    if db.is_sqlite:
+        return await db.write_in_one_call(partial(claim_on_sqlite_thread, req=req))
+    async with db.write() as conn:
+        return await _claim_postgres(conn, req)
+
+
+async def _claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str, Any] | None:
+    if req.max_claims is not None:
+        # One principal's claims queue here until commit, so two of them cannot both pass the cap.
+        await queries.lock_principal(conn, req.actor_id)
+        held = await queries.count_running_claims(conn, req.actor_id)
+        if held >= req.max_claims:
+            raise ClaimCapReached(held)
     params: dict[str, object] = {
         "run_id": req.run_id,
         "actor_id": req.actor_id,
@@ -187,109 +220,91 @@ async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str, 
     return None if row is None else dict(row)
 
 
-async def claim_sqlite(conn: AsyncConnection, req: ClaimRequest) -> dict[str, Any] | None:
-    """Inside BEGIN IMMEDIATE: the conditional UPDATE decides, the inserts ride the same transaction.
-
-    The whole claim runs as ONE call on aiosqlite's worker thread, with the sqlite3 connection
-    SQLAlchemy has already begun the transaction on: five statements for the price of one thread
-    hop (each SQLAlchemy execute would be a hop of its own). Values are stored exactly as the
-    column types in server/db/types.py store them; tests read them back through SQLAlchemy.
-    """
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None
-    row: dict[str, Any] | None = await driver._execute(claim_on_sqlite_thread, driver._conn, req)
-    return row
-
-
 def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[str, Any] | None:
-    """The claim's statements, on aiosqlite's thread inside BEGIN IMMEDIATE: from claim_sqlite, or as
-    the whole transaction through Database.write_in_one_call (one hop instead of three)."""
-    now = datetime.now(UTC)
-    stamp = rawsqlite.sqlite_time(now)
-    params: list[Any] = [stamp, req.run_id]
+    """The claim's statements in plain sqlite3, on aiosqlite's thread inside BEGIN IMMEDIATE, which holds the
+    database's single write lock from the first statement to the commit: the PostgreSQL statement's steps,
+    one by one. Values are stored through the column types (server/db/rawsqlite.py)."""
+    now = rawsqlite.server_now()
+    if req.max_claims is not None:
+        # BEGIN IMMEDIATE already serialises every claim: the count cannot move before the commit.
+        held = db.execute(
+            "SELECT count(*) FROM runs WHERE actor_id = ? AND status = 'running'", (req.actor_id,)
+        ).fetchone()[0]
+        if held >= req.max_claims:
+            raise ClaimCapReached(int(held))
+    params: dict[str, Any] = rawsqlite.encode(t.tasks, {"claimed_at": now}) | {"run_id": req.run_id}
     if req.task_id is not None:
-        target = "id = ?"
-        params.append(req.task_id)
+        # Claim-by-id: that task, only while queued.
+        target = "id = :task_id"
+        params["task_id"] = req.task_id
     else:
+        # Claim-next: the best queued task (no SKIP LOCKED to need: the write lock admits one claimer at a time).
         filters = ""
         if req.operation is not None:
-            filters += " AND operation = ?"
-            params.append(req.operation)
+            filters += " AND operation = :operation"
+            params["operation"] = req.operation
         if req.repo_prefix is not None:
             # Not LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not. substr() compares exactly.
-            filters += " AND substr(target_repo, 1, ?) = ?"
-            params += [len(req.repo_prefix), req.repo_prefix]
+            filters += " AND substr(target_repo, 1, :prefix_length) = :repo_prefix"
+            params |= {"prefix_length": len(req.repo_prefix), "repo_prefix": req.repo_prefix}
         target = (
             f"id = (SELECT id FROM tasks WHERE status = 'queued'{filters} ORDER BY priority, queued_at, id LIMIT 1)"
         )
-    cursor = db.execute(
-        f"UPDATE tasks SET status = 'running', claimed_at = ?, active_run_id = ? "
+    # The claim itself: the status check makes a claim of a task no longer queued match nothing.
+    claimed = rawsqlite.fetch_one(
+        db,
+        t.tasks,
+        f"UPDATE tasks SET status = 'running', claimed_at = :claimed_at, active_run_id = :run_id "
         f"WHERE {target} AND status = 'queued' RETURNING {', '.join(TASK_COLUMNS)}",
         params,
     )
-    found = cursor.fetchone()
-    if found is None:
+    if claimed is None:
         return None
-    claimed = dict(zip(TASK_COLUMNS, found, strict=True))
     lease_expires_at = now + timedelta(seconds=req.lease_seconds)
-    # The run's number among its task's runs (see the PostgreSQL statement).
+    # The run that holds the lease; its attempt is its number among the task's runs (see the PostgreSQL statement).
     attempt = int(db.execute("SELECT count(*) FROM runs WHERE task_id = ?", (claimed["id"],)).fetchone()[0]) + 1
-    db.execute(
-        "INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, "
-        "attempt, lease_expires_at, started_at, budget_ends_at, artifact_root_uri) "
-        "VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-        (
-            req.run_id,
-            claimed["id"],
-            claimed["issue_id"],
-            json.dumps(req.executor),
-            req.actor_id,
-            req.principal,
-            req.claim_session,
-            attempt,
-            rawsqlite.sqlite_time(lease_expires_at),
-            stamp,
-            rawsqlite.sqlite_time(now + timedelta(seconds=int(claimed["time_budget_seconds"]))),
-            req.artifact_root_uri,
-        ),
-    )
-    audit = [_audit(req, "task.claimed", "Task", claimed["id"], {"status": "queued"}, claimed["trace_id"])]
+    run = {
+        "id": req.run_id,
+        "task_id": claimed["id"],
+        "issue_id": claimed["issue_id"],
+        "mode": "agent",
+        "executor": req.executor,
+        "actor_id": req.actor_id,
+        "principal": req.principal,
+        "claim_session": req.claim_session,
+        "status": "running",
+        "attempt": attempt,
+        "lease_expires_at": lease_expires_at,
+        "started_at": now,
+        "budget_ends_at": now + timedelta(seconds=int(claimed["time_budget_seconds"])),
+        "artifact_root_uri": req.artifact_root_uri,
+    }
+    rawsqlite.insert(db, t.runs, [run])
+    # One audit row per state change, in the same transaction as the change.
+    audit = [_audit(req, now, "task.claimed", "Task", claimed["id"], {"status": "queued"}, claimed["trace_id"])]
     if claimed["issue_id"] is not None:
-        db.execute("UPDATE issues SET status = 'running', updated_at = ? WHERE id = ?", (stamp, claimed["issue_id"]))
-        audit.append(_audit(req, "issue.running", "Issue", claimed["issue_id"], None, claimed["trace_id"]))
-    db.executemany(
-        "INSERT INTO audit_log (ts, actor_kind, actor_id, action, entity_kind, entity_id, before, after, trace_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                stamp,
-                a["actor_kind"],
-                a["actor_id"],
-                a["action"],
-                a["entity_kind"],
-                a["entity_id"],
-                json.dumps(a["before"]) if a["before"] is not None else None,
-                json.dumps(a["after"]),
-                a["trace_id"],
-            )
-            for a in audit
-        ],
+        # The issue follows its task into work.
+        rawsqlite.update(db, t.issues, claimed["issue_id"], {"status": "running", "updated_at": now}, None)
+        audit.append(_audit(req, now, "issue.running", "Issue", claimed["issue_id"], None, claimed["trace_id"]))
+    rawsqlite.insert(db, t.audit_log, audit)
+    # The briefing rides back with the claim: the issue's latest context packet and the task's constraints.
+    packet = rawsqlite.fetch_one(
+        db,
+        t.context_packets,
+        f"SELECT {', '.join(PACKET_COLUMNS)} FROM context_packets WHERE issue_id = :issue_id "
+        "ORDER BY version DESC LIMIT 1",
+        {"issue_id": claimed["issue_id"]},
     )
-    briefing = db.execute(
-        f"SELECT {BRIEFING_SQL} FROM (SELECT 1) AS one "
-        "LEFT JOIN (SELECT * FROM context_packets WHERE issue_id = ? ORDER BY version DESC LIMIT 1) AS packet "
-        "ON 1 = 1 LEFT JOIN constraint_snapshots AS snapshot ON snapshot.id = ?",
-        (claimed["issue_id"], claimed["constraint_snapshot_id"]),
+    snapshot = rawsqlite.fetch_one(
+        db,
+        t.constraint_snapshots,
+        f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM constraint_snapshots WHERE id = :id",
+        {"id": claimed["constraint_snapshot_id"]},
     )
-    names = [d[0] for d in briefing.description]
-    row = dict(zip(names, briefing.fetchone(), strict=True))
-    for name in _JSON_COLUMNS:
-        row[name] = json.loads(row[name]) if row[name] is not None else None
-    for name in ("snapshot_allow_network", "snapshot_allow_secrets"):
-        row[name] = bool(row[name]) if row[name] is not None else None
-    row["decisions"] = _decisions_sqlite(db, claimed["mission_id"])
-    return claimed | row | {"attempt": attempt, "lease_expires_at": lease_expires_at}
+    briefing = {f"packet_{c}": (packet or {}).get(c) for c in PACKET_COLUMNS}
+    briefing |= {f"snapshot_{c}": (snapshot or {}).get(c) for c in SNAPSHOT_COLUMNS}
+    decisions = _decisions_sqlite(db, claimed["mission_id"])
+    return claimed | briefing | {"attempt": attempt, "lease_expires_at": lease_expires_at, "decisions": decisions}
 
 
 def _decisions_sqlite(db: sqlite3.Connection, mission_id: str | None) -> list[dict[str, Any]]:
@@ -310,24 +325,15 @@ def _decisions_sqlite(db: sqlite3.Connection, mission_id: str | None) -> list[di
     ]
 
 
-_JSON_COLUMNS = (
-    "packet_prior_art",
-    "packet_files_of_interest",
-    "packet_acceptance_criteria",
-    "packet_data",
-    "packet_review_feedback",
-    "snapshot_allowed_paths",
-)
-
-
 def _audit(
-    req: ClaimRequest, action: str, kind: str, entity_id: str, before: object, trace_id: str
+    req: ClaimRequest, now: datetime, action: str, kind: str, entity_id: str, before: object, trace_id: str
 ) -> dict[str, object]:
     if kind == "Task":
         after: dict[str, str] = {"status": "running", "run_id": req.run_id}
     else:
         before, after = {"status": "ready"}, {"status": "running"}
     return {
+        "ts": now,
         "actor_kind": req.actor_kind,
         "actor_id": req.actor_id,
         "action": action,

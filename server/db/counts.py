@@ -28,13 +28,13 @@ SELECT key, SUM(amount) FROM gone GROUP BY key HAVING SUM(amount) <> 0
 )
 
 
-async def fold_count_deltas(conn: AsyncConnection, *, sqlite: bool) -> None:
+async def fold_count_deltas(conn: AsyncConnection) -> None:
     """Fold the count delta rows (server/db/tables.py count_deltas) into one row per count.
 
     Run by the sweeper, so the rows summed by queue statistics stay few however many tasks change.
     On SQLite the caller's BEGIN IMMEDIATE transaction holds the write lock: no trigger runs between the
     two statements, and rows above `top` (the sums just written) are kept."""
-    if not sqlite:
+    if conn.dialect.name != "sqlite":
         await conn.execute(_PG_FOLD)
         await conn.execute(_PG_FOLD_TELEMETRY)
         return

@@ -19,6 +19,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 from sqlalchemy.util import await_
 
 from server import failures
+from server.db.driver import run_on_driver_thread, sqlite3_connection
 from server.db.types import UTCDateTime
 
 T = TypeVar("T")
@@ -135,7 +136,7 @@ class Database:
                     driver = raw.driver_connection
                     assert driver is not None
                     try:
-                        result: T = await driver._execute(partial(self._transaction, work=work), driver._conn)
+                        result = await run_on_driver_thread(driver, partial(self._transaction, work=work))
                     except Exception as exc:
                         self._note_stopping(exc)
                         raise
@@ -260,7 +261,7 @@ def _install_tracking(db: Database) -> None:
     @event.listens_for(sync_engine, "connect")
     def _remember(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
         driver = dbapi_connection.driver_connection
-        record.info["handle"] = driver._conn if db.is_sqlite else driver.get_server_pid()
+        record.info["handle"] = sqlite3_connection(driver) if db.is_sqlite else driver.get_server_pid()
 
     @event.listens_for(sync_engine, "checkout")
     def _out(_dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:

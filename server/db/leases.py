@@ -114,7 +114,7 @@ def renew_sqlite(db: Any, fence: Fence) -> dict[str, Any] | None:
     sql, constants = _sqlite_fence_sql(fence.run_id is not None)
     params = constants | fence.params(rawsqlite.server_now())
     for name in ("fence_now", "fence_expires"):
-        params[name] = rawsqlite.sqlite_time(params[name])
+        params[name] = rawsqlite.stored_time(params[name])
     return rawsqlite.fetch_one(db, t.runs, sql, params)
 
 

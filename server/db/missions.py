@@ -110,7 +110,7 @@ def approve_sqlite(db: sqlite3.Connection, task_id: str, now: datetime) -> Appro
     """The approval's steps in plain sqlite3, inside the caller's transaction on aiosqlite's thread."""
     steps = approval_steps(task_id)
     rows: list[dict[str, Any]] | None = None
-    stamp = rawsqlite.sqlite_time(now)
+    stamp = rawsqlite.stored_time(now)
     try:
         while True:
             sql, params = steps.send(rows) if rows is not None else next(steps)

@@ -1,30 +1,31 @@
-"""Plain sqlite3 on aiosqlite's thread (Database.write_in_one_call), storing values exactly as
-SQLAlchemy's column types do (server/db/types.py), so every other reader sees the same rows.
+"""Plain sqlite3 on aiosqlite's thread (Database.write_in_one_call), storing values through SQLAlchemy's own
+column types, so every other reader sees the same rows.
 
-Statements are plain SQL built from the table definitions in server/db/tables.py: the column
-types say how a value is stored (JSON as text, UTC times as naive text, booleans as 0/1).
+Statements are plain SQL naming the tables of server/db/tables.py. How a value is stored (JSON as text, UTC
+times as naive text, booleans as 0/1) is not restated here: each column's type, as SQLAlchemy's SQLite dialect
+adapts it, hands over the processors that SQLAlchemy itself runs on the way in and out.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Table
+from sqlalchemy import Table
+from sqlalchemy.dialects.sqlite.aiosqlite import dialect as aiosqlite_dialect
 from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.types import TypeEngine
 
 from server.db.types import UTCDateTime
 
 Values = Mapping[str, Any]
+Processor = Callable[[Any], Any]
 
-
-def sqlite_time(value: datetime) -> str:
-    """The storage format of SQLAlchemy's SQLite DateTime, which UTCDateTime stores naive UTC in."""
-    return value.astimezone(UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
+# The dialect the engine runs SQLite through: its column type adaptations are the ones applied here.
+_DIALECT = aiosqlite_dialect()
 
 
 def server_now() -> datetime:
@@ -32,56 +33,49 @@ def server_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _plain(value: Any) -> Any:
-    return value.value if isinstance(value, BindParameter) else value
+def _processors(column_type: TypeEngine[Any]) -> tuple[Processor | None, Processor | None]:
+    impl = column_type.dialect_impl(_DIALECT)
+    return impl.bind_processor(_DIALECT), impl.result_processor(_DIALECT, None)
+
+
+_TIME_IN, _ = _processors(UTCDateTime())
+
+
+def stored_time(value: datetime) -> Any:
+    """A UTC time as a UTCDateTime column stores it (for a parameter that is no column's value)."""
+    assert _TIME_IN is not None
+    return _TIME_IN(value)
 
 
 @cache
-def _kinds(table: Table) -> dict[str, str]:
-    kinds: dict[str, str] = {}
-    for column in table.columns:
-        if isinstance(column.type, UTCDateTime):
-            kinds[column.name] = "time"
-        elif isinstance(column.type, JSON):
-            kinds[column.name] = "json"
-        elif isinstance(column.type, Boolean):
-            kinds[column.name] = "bool"
-    return kinds
+def _bind_processors(table: Table) -> dict[str, Processor]:
+    return {c.name: p for c in table.columns if (p := _processors(c.type)[0]) is not None}
+
+
+@cache
+def _result_processors(table: Table) -> dict[str, Processor]:
+    return {c.name: p for c in table.columns if (p := _processors(c.type)[1]) is not None}
 
 
 def encode(table: Table, values: Values) -> dict[str, Any]:
     """Python values as SQLAlchemy stores them in `table` on SQLite."""
-    kinds = _kinds(table)
+    processors = _bind_processors(table)
     stored: dict[str, Any] = {}
     for name, value in values.items():
-        value = _plain(value)
-        kind = kinds.get(name)
-        if kind == "json":
-            value = json.dumps(value)  # None too: SQLAlchemy's JSON stores it as 'null'
-        elif value is None:
-            pass
-        elif kind == "time":
-            value = sqlite_time(value)
-        elif kind == "bool":
-            value = int(value)
-        stored[name] = value
+        plain = value.value if isinstance(value, BindParameter) else value
+        process = processors.get(name)
+        stored[name] = process(plain) if process is not None else plain
     return stored
 
 
 def decode(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row of `table` as SQLAlchemy would return it."""
-    kinds = _kinds(table)
+    """A row of `table` as SQLAlchemy would return it (names that are no column of `table` pass as read)."""
+    processors = _result_processors(table)
     values = dict(row)
     for name, value in values.items():
-        kind = kinds.get(name)
-        if value is None or kind is None:
-            continue
-        if kind == "json":
-            values[name] = json.loads(value)
-        elif kind == "time":
-            values[name] = datetime.fromisoformat(value).replace(tzinfo=UTC)
-        else:
-            values[name] = bool(value)
+        process = processors.get(name)
+        if process is not None:
+            values[name] = process(value)
     return values
 
 

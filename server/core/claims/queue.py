@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
 from server.core import telemetry, views
@@ -113,30 +110,19 @@ async def _claim(
         task_id=task_id,
         operation=operation,
         repo_prefix=repo_prefix,
+        # With tokens on, one principal holds at most JCT_MAX_CLAIMS_PER_AGENT claims at once. (With
+        # JCT_AUTH=none every local session shares one principal, so there is no cap.)
+        max_claims=core.settings.max_claims_per_agent if core.settings.auth == "token" else None,
     )
-    if core.db.is_sqlite and core.settings.auth != "token":
-        # BEGIN IMMEDIATE, the claim and COMMIT as one call on aiosqlite's thread (server/db/claims.py).
-        return await core.db.write_in_one_call(partial(claims.claim_on_sqlite_thread, req=request))
-    claim = claims.claim_sqlite if core.db.is_sqlite else claims.claim_postgres
-    async with core.db.write() as conn:
-        if core.settings.auth == "token":
-            await _check_claim_cap(core, conn, actor)
-        return await claim(conn, request)
-
-
-async def _check_claim_cap(core: Core, conn: AsyncConnection, actor: Actor) -> None:
-    """With tokens on, one principal holds at most JCT_MAX_CLAIMS_PER_AGENT claims at once.
-    (With JCT_AUTH=none every local session shares one principal, so there is no cap.)"""
-    if not core.db.is_sqlite:
-        await queries.lock_principal(conn, actor.actor_id)
-    held = await queries.count_running_claims(conn, actor.actor_id)
-    cap = core.settings.max_claims_per_agent
-    if held >= cap:
+    try:
+        return await claims.claim(core.db, request)
+    except claims.ClaimCapReached as reached:
+        cap = core.settings.max_claims_per_agent
         raise JctError(
             ErrorCode.PERMISSION_DENIED,
-            f"You already hold {held} claims; the limit per agent is {cap} (JCT_MAX_CLAIMS_PER_AGENT).",
+            f"You already hold {reached.held} claims; the limit per agent is {cap} (JCT_MAX_CLAIMS_PER_AGENT).",
             "Complete or release one of your claimed tasks (jct_complete_task / jct_release_task), then claim again.",
-        )
+        ) from None
 
 
 async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
@@ -202,4 +188,4 @@ FOLD_AFTER_ROWS = 5_000
 async def fold_counts(core: Core) -> None:
     """Fold the trigger-written count deltas into one row per count (server/db/counts.py)."""
     async with core.db.write() as conn:
-        await counts.fold_count_deltas(conn, sqlite=core.db.is_sqlite)
+        await counts.fold_count_deltas(conn)

@@ -1,13 +1,13 @@
 """Work on a claimed task: read the briefing, report artifacts and progress, complete or release.
 
 Every call that changes something passes the fence first (the rule: server/core/claims/leases.py): the caller's
-run must be the task's active run with a live lease. Passing it renews the lease.
+run must be the task's active run with a live lease. Passing it renews the lease. The fence, the facts a change
+reads and its writes are one transaction: `changes.apply` (server/db/changes.py).
 """
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import RowMapping
@@ -26,10 +26,6 @@ from server.db.leases import Fence
 from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import ArtifactType, EntityKind, EventKind, IssueStatus, RunStatus, TaskStatus
 
-# Artifact types whose inline content the prover reads (diffs for scope, logs for test results).
-R = TypeVar("R")
-
-
 # --- the fence ---------------------------------------------------------------------------
 
 
@@ -38,18 +34,6 @@ async def task_row(conn: AsyncConnection, task_id: str) -> RowMapping:
     if task is None:
         raise task_not_found(task_id, "Check the task_id you were given at claim.")
     return task
-
-
-async def fenced_change(
-    core: Core, fence: Fence, decide: changes.Decide[R], *, completion: bool = False
-) -> changes.Changed[R] | None:
-    """Pass the fence and make `decide`'s writes in one transaction, in as few trips as the dialect allows
-    (server/db/changes.py). None if the fence refused; nothing was written then."""
-    if core.db.is_sqlite:
-        change = partial(changes.change_sqlite, fence=fence, decide=decide, completion=completion)
-        return await core.db.write_in_one_call(change)
-    async with core.db.write() as conn:
-        return await changes.change_postgres(conn, fence, decide, completion=completion)
 
 
 async def refused(core: Core, fence: Fence) -> JctError:
@@ -138,7 +122,7 @@ async def report_artifact(
         )
         return [changes.insert_artifact(artifact), changes.insert_audit(audit)], reported
 
-    changed = await fenced_change(core, fence, decide)
+    changed = await changes.apply(core.db, fence, decide)
     if changed is None:
         raise await refused(core, fence)
     return changed.result
@@ -250,7 +234,7 @@ async def report_progress(
             writes.append(changes.update_run(run["id"], run_values, status_in=(RunStatus.RUNNING,)))
         return writes, reported
 
-    changed = await fenced_change(core, fence, decide)
+    changed = await changes.apply(core.db, fence, decide)
     if changed is None:
         raise await refused(core, fence)
     assert changed.inserted_id is not None
@@ -315,7 +299,7 @@ async def release_task(
         return writes, results.Released(task_id=task_id, run_id=run["id"], task_status=TaskStatus.QUEUED)
 
     try:
-        changed = await fenced_change(core, fence, decide)
+        changed = await changes.apply(core.db, fence, decide)
     except changes.RowMissed:
         raise JctError(
             ErrorCode.TASK_NOT_CLAIMED,

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core import results, views
 from server.core import telemetry as usage
 from server.core.claims import leases
-from server.core.claims.work import fenced_change, task_row
+from server.core.claims.work import task_row
 from server.core.git import gitcli, verified
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.review import manifest, policy, prover
@@ -93,7 +93,7 @@ async def complete_task(
         )
 
     try:
-        changed = await fenced_change(core, fence, decide, completion=True)
+        changed = await changes.apply(core.db, fence, decide, completion=True)
     except changes.RowMissed:
         raise JctError(
             ErrorCode.TASK_NOT_CLAIMED,
