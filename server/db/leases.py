@@ -94,14 +94,6 @@ def fence_statement(*, sqlite: bool, by_run: bool) -> ReturningUpdate[Any]:
     )
 
 
-async def renew(conn: AsyncConnection, fence: Fence) -> RowMapping | None:
-    """PostgreSQL (and SQLite through SQLAlchemy): the fence; the renewed run, or None."""
-    stmt = fence_statement(sqlite=conn.dialect.name == "sqlite", by_run=fence.run_id is not None)
-    now = rawsqlite.server_now() if conn.dialect.name == "sqlite" else None
-    row: RowMapping | None = (await conn.execute(stmt, fence.params(now))).mappings().first()
-    return row
-
-
 @cache
 def _sqlite_fence_sql(by_run: bool) -> tuple[str, dict[str, Any]]:
     """The fence as SQLite SQL with named parameters, and the values of its constants (`status = 'running'`)."""
