@@ -43,7 +43,7 @@ def pages(task_id: str) -> dict[str, str]:
 
 
 async def measure(base_url: str, task_id: str, calls: int) -> dict[str, Stat]:
-    latencies: dict[str, list[float]] = {"jct_queue_stats (MCP)": []} | {name: [] for name in pages(task_id)}
+    latencies: dict[str, list[float]] = {name: [] for name in ["jct_queue_stats (MCP)", *pages(task_id)]}
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(Client(f"{base_url}/mcp", mode="legacy"))
         http = await stack.enter_async_context(httpx2.AsyncClient(base_url=base_url, timeout=120))

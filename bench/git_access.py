@@ -203,7 +203,8 @@ def _dulwich_reads(repo: str, target: str) -> dict[str, Any]:
     r = Repo(repo)
 
     def head() -> bytes:
-        return r.refs[b"refs/heads/main"]
+        sha: bytes = r.refs[b"refs/heads/main"]
+        return sha
 
     def log(path: str | None = None) -> list[str]:
         walker = r.get_walker(include=[head()], max_entries=20, paths=[path.encode()] if path else None)
@@ -226,7 +227,8 @@ def _dulwich_reads(repo: str, target: str) -> dict[str, Any]:
 
     def show() -> str:
         _mode, sha = tree_lookup_path(r.__getitem__, r[head()].tree, target.encode())
-        return r[sha].data.decode()
+        text: str = r[sha].data.decode()
+        return text
 
     total = _count(repo)
     return {
@@ -290,7 +292,8 @@ def _pygit2_reads(repo: str, target: str) -> dict[str, Any]:
         return sorted(rows)
 
     def show() -> str:
-        return head().tree[target].data.decode()
+        text: str = head().tree[target].data.decode()
+        return text
 
     total = _count(repo)
     return {
