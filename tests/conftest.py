@@ -12,8 +12,9 @@ import os
 import shutil
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -149,21 +150,21 @@ async def database_url(
 
 
 @pytest.fixture
-def make_settings(database_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
-    def make(**overrides: object) -> Settings:
-        values: dict[str, object] = {
+def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
             "database_url": database_url,
             "home": tmp_path / "home",
             "trace_root": tmp_path / "traces",
         }
         values.update(overrides)
-        return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        return Settings(_env_file=None, **values)
 
     return make
 
 
 @pytest.fixture
-async def core(make_settings) -> AsyncIterator[Core]:  # type: ignore[no-untyped-def]
+async def core(make_settings: Callable[..., Settings]) -> AsyncIterator[Core]:
     built = Core.build(make_settings())
     try:
         yield built

@@ -266,5 +266,4 @@ def test_event_streams_are_held_ended_and_reset() -> None:
         assert AppStatus.should_exit is True
     finally:
         sdk.reset_event_streams()
-    assert AppStatus.should_exit is False
-    assert AppStatus.enable_automatic_graceful_drain is True
+    assert (AppStatus.should_exit, AppStatus.enable_automatic_graceful_drain) == (False, True)

@@ -12,7 +12,7 @@ from server.config import Settings
 from server.core.operators import observe
 from server.core.service import Core
 from tests.claude_code.harness import ERAS, ClaudeCode
-from tests.claude_code.model import Reply, ToolResult, ToolUse, scripted_model
+from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
 from tests.claude_code.proxy import mcp_proxy
 from tests.core.helpers import enqueue
 
@@ -81,7 +81,7 @@ async def test_claim_report_complete_through_claude_code(
             },
         )
 
-    steps = [
+    steps: list[Step] = [
         ToolUse("mcp__jct__jct_claim_next", {}, text="Claiming the next task."),
         report,
         complete,

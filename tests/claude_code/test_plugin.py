@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from tests.claude_code.harness import ROOT, ClaudeCode
-from tests.claude_code.model import Reply, ToolUse, scripted_model, tool_names
+from tests.claude_code.model import Reply, Step, ToolUse, scripted_model, tool_names
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -94,7 +94,7 @@ async def test_jct_through_the_installed_plugin(
     assert stats.startswith("mcp__plugin_jct-local_"), names
 
     with anyio.fail_after(LIMIT):
-        steps = [ToolUse(stats, {}), lambda result: Reply("Stats read.")]
+        steps: list[Step] = [ToolUse(stats, {}), lambda result: Reply("Stats read.")]
         async with scripted_model(steps) as (model, model_url):
             run = await claude_code.run(
                 [

@@ -45,7 +45,7 @@ import anyio
 import pytest
 
 from tests.claude_code.harness import ClaudeCode
-from tests.claude_code.model import Reply, ToolResult, ToolUse, scripted_model
+from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
 from tests.claude_code.proxy import Exchange, McpProxy, mcp_proxy
 from tests.transports.conftest import http_server
 
@@ -99,7 +99,7 @@ async def test_claude_code_reinitializes_after_session_not_found(
             loss_at["index"] = len(proxy.exchanges)
             return STATS
 
-        steps = [STATS, lose_the_session, STATS, STATS, Reply("done")]
+        steps: list[Step] = [STATS, lose_the_session, STATS, STATS, Reply("done")]
         try:
             with anyio.fail_after(LIMIT):
                 async with mcp_proxy(jct) as (proxy, proxy_url), scripted_model(steps) as (model, model_url):
@@ -159,6 +159,6 @@ async def test_claude_code_reinitializes_after_session_not_found(
     assert claude_code.egress.attempts == []
 
 
-def methods(exchanges: list[Exchange], session: str) -> list[str]:
+def methods(exchanges: list[Exchange], session: str | None) -> list[str]:
     """The JSON-RPC methods (and GETs) a session's requests carried, in order."""
     return [",".join(e.rpc) or e.http_method for e in exchanges if e.session == session]

@@ -30,7 +30,7 @@ async def test_db_upgrade_brings_a_new_database_to_head_and_says_so(tmp_path: Pa
         code, out, err = await jct(tmp_path, "db", "upgrade", env=local_env(tmp_path))
         assert code == 0, err
         assert out == f"database at revision {schema.head_revision()}\n"
-    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))  # type: ignore[call-arg]
+    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))
     try:
         assert await schema.current_revision(core) == schema.head_revision()
     finally:

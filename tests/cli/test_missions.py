@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,8 +47,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     return local_env(tmp_path) | {"COLUMNS": "200"}
 
 
-def spec(tmp_path: Path, mission: dict[str, object]) -> Path:
-    for phase in mission["phases"]:  # type: ignore[attr-defined]
+def spec(tmp_path: Path, mission: dict[str, Any]) -> Path:
+    for phase in mission["phases"]:
         for task in phase["tasks"]:
             task.setdefault("target_repo", "myorg/api")
     path = tmp_path / "mission.json"

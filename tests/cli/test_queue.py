@@ -222,6 +222,7 @@ async def test_show_prints_a_task_a_run_and_an_evidence_pack_field_by_field(tmp_
     assert code == 0, err
     claim = await queue.claim_next(core, AGENT)
     assert claim.task_id is not None
+    assert claim.run_id is not None
     task_id, run_id = claim.task_id, claim.run_id
     artifact = await work.report_artifact(
         core, AGENT, task_id, title="The diff", artifact_type="code_patch", content=DIFF

@@ -30,7 +30,7 @@ async def test_token_create_list_revoke(tmp_path: Path) -> None:
     assert "shown only now" in out
     assert f'--header "Authorization: Bearer {secret}"' in out
 
-    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))  # type: ignore[call-arg]
+    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))
     try:
         principal = await tokens.verify(core, secret)
         assert principal is not None
@@ -83,7 +83,7 @@ async def test_token_rotate_prints_a_new_secret_and_the_old_one_stops_working(tm
     (new,) = set(SECRET.findall(out))
     assert new != old
 
-    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))  # type: ignore[call-arg]
+    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))
     try:
         assert await tokens.verify(core, old) is None
         principal = await tokens.verify(core, new)

@@ -46,7 +46,7 @@ async def drain(core: Core, actor: Actor) -> None:
 
 
 async def hold(core: Core, actor: Actor, count: int) -> None:
-    task_ids = []
+    task_ids: list[str] = []
     for _ in range(count):
         claim = await queue.claim_next(core, actor)
         if not claim.claimed:
@@ -59,7 +59,7 @@ async def hold(core: Core, actor: Actor, count: int) -> None:
 
 async def main(argv: list[str]) -> None:
     mode, actor_id, *rest = argv
-    core = Core.build(Settings(_env_file=None))  # type: ignore[call-arg]
+    core = Core.build(Settings(_env_file=None))
     actor = Actor(actor_id=actor_id, name=actor_id, session=actor_id)
     try:
         if mode == "drain":

@@ -276,8 +276,8 @@ async def test_two_sweepers_racing_expire_each_run_exactly_once(core: Core, make
     per_run = select(log.c.entity_id, func.count()).where(log.c.action == "run.lease_expired").group_by(log.c.entity_id)
     per_task = select(log.c.entity_id, func.count()).where(log.c.action == "task.requeued").group_by(log.c.entity_id)
     async with core.db.read() as conn:
-        expiries = dict((await conn.execute(per_run)).all())
-        requeues = dict((await conn.execute(per_task)).all())
+        expiries: dict[str, int] = dict((await conn.execute(per_run)).all())
+        requeues: dict[str, int] = dict((await conn.execute(per_task)).all())
         attempts = dict((await conn.execute(select(tables.tasks.c.id, tables.tasks.c.attempts))).all())
         run_ids = set((await conn.execute(select(tables.runs.c.id))).scalars().all())
     assert expiries == dict.fromkeys(run_ids, 1)

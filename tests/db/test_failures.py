@@ -86,14 +86,14 @@ async def test_lock_and_statement_timeouts_and_a_locked_sqlite_are_busy(database
         async with db.write() as conn:
             await conn.execute(text("CREATE TABLE held (x integer)"))
         if dialect == "sqlite":
-            holder = sqlite3.connect(database_url.split("///", 1)[1])
+            writer = sqlite3.connect(database_url.split("///", 1)[1])
             try:
-                holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+                writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
                 async with db.read() as conn:
                     await conn.execute(text("PRAGMA busy_timeout=50"))
                     locked = await failure_of(conn.execute(text("INSERT INTO held VALUES (1)")))
             finally:
-                holder.close()
+                writer.close()
             assert_failure(locked, Kind.BUSY, "database is locked")
             return
 

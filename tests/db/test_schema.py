@@ -116,7 +116,7 @@ async def test_sqlite_enforces_foreign_keys(tmp_path: Path) -> None:
 )
 def test_database_urls_map_onto_the_async_drivers(given: str, expected: str) -> None:
     assert async_database_url(given) == expected
-    assert Settings(_env_file=None, database_url=given).database_url == expected  # type: ignore[call-arg]
+    assert Settings(_env_file=None, database_url=given).database_url == expected
 
 
 @pytest.mark.parametrize("url", ["mysql://u@db/jct", "oracle://db", "x.db", "", "://nothing"])
@@ -127,13 +127,13 @@ def test_unknown_database_schemes_are_refused(url: str) -> None:
 
 def test_settings_refuse_an_unknown_database() -> None:
     with pytest.raises(ValueError, match="unsupported"):
-        Settings(_env_file=None, database_url="mysql://u@db/jct")  # type: ignore[call-arg]
+        Settings(_env_file=None, database_url="mysql://u@db/jct")
 
 
 def test_settings_default_to_sqlite_under_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("JCT_DATABASE_URL", "DATABASE_URL", "JCT_TRACE_ROOT"):
         monkeypatch.delenv(name, raising=False)
-    settings = Settings(_env_file=None, home=tmp_path / "h")  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, home=tmp_path / "h")
     assert settings.database_url == f"sqlite+aiosqlite:///{tmp_path / 'h' / 'jct.db'}"
     assert settings.is_sqlite
     assert settings.traces == tmp_path / "h" / "traces"

@@ -31,6 +31,7 @@ async def finish(core: Core, actor: Actor, task_id: str) -> str:
 async def test_a_clean_run_has_nothing_to_report(core: Core, database_url: str) -> None:
     (task_id,) = await enqueue_work(core, 1)
     claim = await queue.claim_next(core, ALICE)
+    assert claim.run_id is not None
     artifact_id = await finish(core, ALICE, task_id)
     tally = Tally(claims={claim.run_id: task_id}, artifacts={artifact_id: claim.run_id})
     tally.completions[claim.run_id] = task_id
@@ -43,6 +44,7 @@ async def test_a_clean_run_has_nothing_to_report(core: Core, database_url: str) 
 async def test_a_task_claimed_twice_is_counted(core: Core, database_url: str) -> None:
     (task_id,) = await enqueue_work(core, 1)
     first = await queue.claim_next(core, ALICE)
+    assert first.run_id is not None
     # What a broken claim would do: the task is handed out again while its first run still holds it.
     async with core.db.write() as conn:
         await conn.execute(

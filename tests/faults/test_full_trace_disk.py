@@ -71,7 +71,11 @@ async def test_a_full_trace_disk_holds_reports_back_until_there_is_room_and_lose
                 async with Client(server.mcp_url, mode=LEGACY) as observer:
                     for _ in range(READS):
                         refused_so_far = len(tally.refusals)
-                        await tally.when(lambda told, n=refused_so_far: len(told.refusals) > n).wait()
+
+                        def more_refused(told: Tally, n: int = refused_so_far) -> bool:
+                            return len(told.refusals) > n
+
+                        await tally.when(more_refused).wait()
                         await call(observer, "jct_queue_stats")
                 await finisher_done.wait()
                 finisher.before_complete = None

@@ -110,8 +110,8 @@ async def claimed_before_approval(database_url: str) -> list[str]:
             task = by_trace[row["trace_id"]]
             approved_at.setdefault(task["id"], int(row["id"]))
     waits: dict[str, set[str]] = {task["id"]: set() for task in tasks}
-    for dep in deps:
-        waits[dep["task_id"]].add(dep["depends_on"])
+    for link in deps:
+        waits[link["task_id"]].add(link["depends_on"])
     for task in tasks:  # and every task of the phases before its own
         waits[task["id"]] |= {
             other["id"]

@@ -59,12 +59,12 @@ def test_default_home_is_the_user_data_dir_whatever_the_directory(
     for cwd in (tmp_path / "a", tmp_path / "b"):
         cwd.mkdir()
         monkeypatch.chdir(cwd)
-        homes.append(Settings(_env_file=None).home)  # type: ignore[call-arg]
+        homes.append(Settings(_env_file=None).home)
     if sys.platform.startswith("linux"):
         assert homes == [tmp_path / "data" / "jct"] * 2
     assert homes[0] == homes[1] == user_data_dir()
     monkeypatch.setenv("JCT_HOME", str(tmp_path / "mine"))
-    assert Settings(_env_file=None).home == tmp_path / "mine"  # type: ignore[call-arg]
+    assert Settings(_env_file=None).home == tmp_path / "mine"
 
 
 @pytest.mark.anyio

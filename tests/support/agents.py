@@ -230,7 +230,7 @@ class Agent:
         self.tally.changed()
 
     async def _nothing_left(self, client: Client) -> bool:
-        counts = (await self._call(client, "jct_queue_stats"))["counts"]
+        counts: dict[str, int] = (await self._call(client, "jct_queue_stats"))["counts"]
         return counts["queued"] == 0 and counts["running"] == 0
 
     async def _call(self, client: Client, tool: str, **args: Any) -> dict[str, Any]:

@@ -196,7 +196,7 @@ class Books:
 
     def store_differs(self, trace_root: Path) -> list[str]:
         """Files in the trace store that are not an artifact's whole content, and stored artifacts without one."""
-        stored = {}
+        stored: dict[Path, dict[str, Any]] = {}
         for artifact in self.artifacts.values():
             if artifact["stored"]:
                 stored[Path(url2pathname(urlparse(artifact["uri"]).path))] = artifact
@@ -204,9 +204,9 @@ class Books:
         files = {path.resolve() for path in trace_root.rglob("*") if path.is_file() and path.name != "manifest.json"}
         problems = [f"artifact {a['id']}: no file at {path}" for path, a in stored.items() if path not in files]
         for path in sorted(files):
-            artifact = stored.get(path)
-            if artifact is None:
+            recorded = stored.get(path)
+            if recorded is None:
                 problems.append(f"{path}: a file no artifact records")
-            elif hashlib.sha256(path.read_bytes()).hexdigest() != artifact["sha256"]:
-                problems.append(f"{path}: not the whole content of artifact {artifact['id']}")
+            elif hashlib.sha256(path.read_bytes()).hexdigest() != recorded["sha256"]:
+                problems.append(f"{path}: not the whole content of artifact {recorded['id']}")
         return problems

@@ -32,13 +32,15 @@ class ProcessAgent(LineProcess):
         """The tool's structured result; a tool error fails the test."""
         answer = await self._ask(tool, args)
         assert "result" in answer, f"{tool} failed: {answer['error']}"
-        return answer["result"]
+        result: dict[str, Any] = answer["result"]
+        return result
 
     async def refused(self, tool: str, **args: Any) -> dict[str, Any]:
         """The error of a call that must fail."""
         answer = await self._ask(tool, args)
         assert "error" in answer, f"{tool} unexpectedly succeeded: {answer['result']}"
-        return answer["error"]
+        error: dict[str, Any] = answer["error"]
+        return error
 
     async def _ask(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         await self.send(json.dumps({"tool": tool, "args": args}) + "\n")

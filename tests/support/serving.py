@@ -59,7 +59,7 @@ async def serving(settings: Settings, *, send_buffer: int | None = None) -> Asyn
         app, log_config=None, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
     )
     server = uvicorn.Server(config)
-    server.capture_signals = nullcontext  # type: ignore[method-assign]  # pytest owns the signals
+    server.capture_signals = nullcontext  # type: ignore[method-assign, assignment]  # pytest owns the signals
     task = asyncio.create_task(server.serve([sock]))
     try:
         with anyio.fail_after(STARTED_SECONDS):

@@ -43,7 +43,8 @@ async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert result.structured_content is not None
     assert result.structured_content["success"] is True
-    return result.structured_content
+    structured: dict[str, Any] = result.structured_content
+    return structured
 
 
 async def error(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:

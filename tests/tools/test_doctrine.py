@@ -124,7 +124,7 @@ async def test_doctrine_by_repository_prefix_reaches_every_task_under_it(connect
 async def test_mission_tasks_name_their_doctrine(connect: ClientFactory) -> None:
     async with connect() as client:
         await ok(client, "jct_manage_doctrine", action="add", name="myorg/docs-style", body="Write short sentences.")
-        phases = [
+        phases: list[dict[str, Any]] = [
             {
                 "name": "Build",
                 "tasks": [

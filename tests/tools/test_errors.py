@@ -127,9 +127,7 @@ async def test_bad_arguments_are_invalid_argument_tool_errors(
 
 
 async def test_a_crash_is_internal_error_with_a_logged_correlation_id(
-    connect: ClientFactory,
-    make_settings,
-    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+    connect: ClientFactory, make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
 ) -> None:
     from server.core.service import Core
 

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.anyio
 
 
 async def listed_uris(client: Client) -> dict[str, str]:
-    found, cursor = {}, None
+    found: dict[str, str] = {}
+    cursor: str | None = None
     while True:
         page = await client.list_resources(cursor=cursor)
         found |= {str(r.uri): r.name for r in page.resources}
