@@ -111,6 +111,12 @@ REJECTIONS = [
     ("too many criteria", {"acceptance_criteria": [f"c{n}" for n in range(51)]}, ErrorCode.INVALID_ARGUMENT),
     ("oversized criterion", {"acceptance_criteria": ["x" * 1_001]}, ErrorCode.INVALID_ARGUMENT),
     ("ref with spaces", {"target_ref": "main; rm -rf /"}, ErrorCode.INVALID_ARGUMENT),
+    # An option-like ref would be stored and turn verification off at claim (issue 25): refused at enqueue.
+    ("option-like ref", {"target_ref": "--output=/x"}, ErrorCode.INVALID_ARGUMENT),
+    ("short option ref", {"target_ref": "-b"}, ErrorCode.INVALID_ARGUMENT),
+    ("ref range", {"target_ref": "main..evil"}, ErrorCode.INVALID_ARGUMENT),
+    ("reflog ref", {"target_ref": "main@{1}"}, ErrorCode.INVALID_ARGUMENT),
+    ("ref with a path", {"target_ref": "main:secrets.txt"}, ErrorCode.INVALID_ARGUMENT),
     ("oversized idempotency key", {"idempotency_key": "k" * 257}, ErrorCode.INVALID_ARGUMENT),
 ]
 

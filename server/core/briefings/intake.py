@@ -12,6 +12,7 @@ from sqlalchemy import RowMapping
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import doctrine
+from server.core.git import gitcli
 from server.core.git.repos import looks_local
 from server.core.missions import graph
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum
@@ -122,6 +123,9 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
     ref = check_text(fields["target_ref"], "target_ref", Limits.REF, single_line=True).strip()
     if " " in ref:
         raise invalid(f"target_ref {ref!r} contains spaces.", "Pass a branch, tag or commit name.")
+    # The ref JCT resolves at claim: one git accepts as a ref, never an option or a range, refused here rather
+    # than stored and found unusable at claim (where verification would be silently off for the run).
+    ref = gitcli.check_ref(ref, "target_ref")
     path = check_target_path(fields["target_path"])
     criteria = check_criteria(fields["acceptance_criteria"])
     summary = check_text(fields["context_summary"], "context_summary", Limits.SUMMARY, required=False)
