@@ -6,7 +6,7 @@ import base64
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement
@@ -115,7 +115,12 @@ def _part(kind: CursorPart, value: Any) -> Any:
         moment = datetime.fromisoformat(value)
         if moment.tzinfo is None:
             raise ValueError(value)
-        return moment
+        # In UTC, as the database compares it: a time whose zone takes it past year 9999 or before year 1
+        # cannot be one (OverflowError), so it is a tampered cursor, never an internal error.
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(value) from None
     if kind == "id":
         return str(uuid.UUID(value))
     if has_control(value) or len(value) > 64:

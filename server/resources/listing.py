@@ -10,7 +10,7 @@ cursor is opaque: (walk, position of the last task shown).
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from mcp.server import MCPServer
@@ -62,10 +62,11 @@ def _decode(cursor: str | None) -> Position:
         moment = datetime.fromisoformat(queued_at)
         if moment.tzinfo is None:
             raise ValueError(cursor)
+        moment = moment.astimezone(UTC)  # OverflowError when its zone takes it past year 9999 or before year 1
         if walk == RUNNING:
             return Position(RUNNING, running_after=(Priority(priority).value, moment, str(uuid.UUID(task_id))))
         return Position(RECENT, recent_after=(moment, str(uuid.UUID(task_id))))
-    except (JctError, ValueError, TypeError):
+    except (JctError, ValueError, TypeError, OverflowError):
         raise MCPError(
             code=INVALID_PARAMS, message="cursor is not one JCT returned; list again from the first page."
         ) from None

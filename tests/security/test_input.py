@@ -12,7 +12,7 @@ from mcp import Client
 
 from server.config import Settings
 from server.core.models import check_text, parse_enum, parse_id
-from server.core.service import Core
+from server.core.service import Core, encode_cursor
 from server.errors import ErrorCode, JctError
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
@@ -103,6 +103,24 @@ CASES: dict[str, tuple[Callable[[World], tuple[str, dict[str, Any]]], str]] = {
     ),
     "a forged review cursor": (
         lambda w: ("jct_list_pending_reviews", {"cursor": "WyJ4Il0"}),
+        "cursor is not one JCT returned",
+    ),
+    # Issue 25: NUL in a name answered as a lookup miss, and a cursor time out of datetime's range as INTERNAL_ERROR.
+    "NUL in a git tool's repo": (lambda w: ("jct_git_log", {"repo": "myorg/api\x00"}), "repo contains control"),
+    "NUL in a diff's repo": (
+        lambda w: ("jct_git_diff", {"repo": "myorg/\x00api", "base": "main", "head": "main"}),
+        "repo contains control",
+    ),
+    "NUL in a workflow name": (
+        lambda w: ("jct_start_workflow", {"name": "fix-bug\x00", "inputs": {}, "target_repo": "myorg/api"}),
+        "name contains control",
+    ),
+    "a queue cursor past year 9999": (
+        lambda w: ("jct_list_tasks", {"cursor": encode_cursor("P2", "9999-12-31T23:00:00-05:00", UUID)}),
+        "cursor is not one JCT returned",
+    ),
+    "a review cursor before year 1": (
+        lambda w: ("jct_list_pending_reviews", {"cursor": encode_cursor("0001-01-01T00:00:00+05:00", UUID)}),
         "cursor is not one JCT returned",
     ),
     "a long reviewer_name": (

@@ -181,7 +181,10 @@ async def test_tampered_cursors_are_invalid_arguments(served: Served, case: str)
 
 async def test_a_tampered_resources_list_cursor_is_invalid_params(served: Served) -> None:
     with anyio.fail_after(LIMIT):
-        for cursor in (_cursor("running", "P2\u0000", "2026-01-01T00:00:00", "x"), _cursor("elsewhere", "", "", "")):
+        past_9999 = _cursor("running", "P2", "9999-12-31T23:00:00-05:00", "6f8dc5fc-b239-45c9-a79e-d7f107855007")
+        before_1 = _cursor("recent", "", "0001-01-01T00:00:00+05:00", "6f8dc5fc-b239-45c9-a79e-d7f107855007")
+        tampered = (_cursor("running", "P2\u0000", "2026-01-01T00:00:00", "x"), _cursor("elsewhere", "", "", ""))
+        for cursor in (*tampered, past_9999, before_1):
             body = {"jsonrpc": "2.0", "id": 3, "method": "resources/list", "params": {"cursor": cursor}}
             response = await served.session.http.post(served.session.url, json=body, headers=served.session._headers())
             text = response.text

@@ -8,7 +8,7 @@ from typing import Any
 from server.core import results
 from server.core.git import gitcli
 from server.core.git.repos import Place
-from server.core.models import parse_id
+from server.core.models import Limits, check_text, parse_id
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid, not_found
@@ -25,8 +25,9 @@ def marker(shown: int, total: str) -> str:
 
 
 async def _place(core: Core, repo: str) -> Place:
-    if not isinstance(repo, str) or not repo.strip() or len(repo) > 512:
+    if not isinstance(repo, str) or not repo.strip():
         raise invalid("repo must name a repository, e.g. myorg/api.", "Pass a task's target_repo.")
+    check_text(repo, "repo", Limits.REPO, single_line=True)  # NUL or a newline is a bad argument, not a miss
     place = await core.repos.open(repo.strip(), max_age=2.0)
     if place is None:
         raise JctError(

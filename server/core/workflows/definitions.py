@@ -26,6 +26,7 @@ import jsonschema
 import yaml
 
 from server.core.missions import dag
+from server.core.models import check_text
 from server.errors import ErrorCode, JctError
 
 log = logging.getLogger("jct.workflows")
@@ -76,12 +77,18 @@ class Workflow:
         return list(self.definition["steps"])
 
 
+# A workflow's name is at most this long (its schema's pattern).
+NAME_LIMIT = 64
+
+
 @dataclass(frozen=True)
 class Catalog:
     workflows: dict[str, Workflow]
     problems: tuple[Problem, ...] = ()
 
     def get(self, name: object) -> Workflow:
+        # A name no file can carry (NUL, a control character, a newline) is a bad argument, not a miss.
+        check_text(name, "name", NAME_LIMIT, single_line=True)
         if isinstance(name, str) and name in self.workflows:
             return self.workflows[name]
         known = ", ".join(sorted(self.workflows)) or "none"
