@@ -14,6 +14,7 @@ under its configured location. With tokens on, a `target_repo` that is a local p
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -154,33 +155,131 @@ def _confined(place: Place) -> Place:
         target = _gitdir_of(git_dir)
         if target is None or not (place.local_tree or target.is_relative_to(root)):
             raise unavailable(place.name, "its .git leads outside its configured location")
+        _git_dir_inside(place, target, root)
         return Place(place.name, gitcli.Repo(real, worktree=True), root, local_tree=place.local_tree)
     if git_dir.is_dir():
-        _objects_inside(place, git_dir, root)
+        _git_dir_inside(place, git_dir, root)
         return Place(place.name, gitcli.Repo(real, worktree=True), root, local_tree=place.local_tree)
     if place.local_tree:
         raise unavailable(place.name, "it is not a git working tree")
     if (real / "HEAD").is_file() and (real / "objects").is_dir():
-        _objects_inside(place, real, root)
+        _git_dir_inside(place, real, root)
         return Place(place.name, gitcli.Repo(real), root)
     raise unavailable(place.name, "it is not a git repository")
 
 
-def _objects_inside(place: Place, git_dir: Path, root: Path) -> None:
-    """A repository whose object store is a link elsewhere would make JCT read outside its location."""
+def _git_dir_inside(place: Place, git_dir: Path, root: Path) -> None:
+    """Every path git may open for this repository lies under `root`, or the repository is refused: its
+    common directory (`commondir`), its object store, every store its alternates name (and theirs), its
+    linked worktrees (`worktrees/*/gitdir`), the files its config includes, and the target of every symlink
+    inside any of them (a pack, a loose object directory, `info/grafts`, `packed-refs`, a ref)."""
     if place.local_tree:
         return
-    if not (git_dir / "objects").resolve().is_relative_to(root):
-        raise unavailable(place.name, "its object store leads outside its configured location")
-    # objects/info/alternates names more object stores git reads as its own: each must be inside too.
-    objects = (git_dir / "objects").resolve()
+    seen: set[Path] = set()
+    pending = [(git_dir, "its git directory")]
+    while pending:
+        directory, what = pending.pop()
+        real = directory.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        if not real.is_relative_to(root):
+            raise unavailable(place.name, f"{what} leads outside its configured location")
+        _links_inside(place, real, root)
+        common = _pointer(real / "commondir", real)
+        if common is not None:
+            pending.append((common, "its commondir"))
+        objects = (real / "objects").resolve()
+        if objects.exists():
+            if not objects.is_relative_to(root):
+                raise unavailable(place.name, "its object store leads outside its configured location")
+            if not objects.is_relative_to(real):  # a link to another directory: not walked above
+                _links_inside(place, objects, root)
+            _alternates_inside(place, objects, root)
+        for link in sorted((real / "worktrees").glob("*/gitdir")):
+            target = _pointer(link, link.parent)
+            if target is not None and not target.is_relative_to(root):
+                raise unavailable(place.name, "a linked worktree of it (worktrees/*/gitdir) is outside its location")
+        _includes_inside(place, real / "config", root, depth=0)
+
+
+def _pointer(file: Path, base: Path) -> Path | None:
+    """The directory a one-line pointer file (`commondir`, `gitdir`) names, resolved; None without one."""
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not text:
+        return None
+    target = Path(text)
+    return (target if target.is_absolute() else base / target).resolve()
+
+
+def _links_inside(place: Place, directory: Path, root: Path) -> None:
+    """No symlink under `directory` (a pack, a loose object's directory, grafts, a ref) leads outside."""
+    stack = [directory]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                if not Path(entry.path).resolve().is_relative_to(root):
+                    rel = os.path.relpath(entry.path, directory)
+                    raise unavailable(place.name, f"its {rel} is a link that leads outside its configured location")
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+
+
+_MAX_ALTERNATES_DEPTH = 5  # git follows alternates of alternates this deep
+
+
+def _alternates_inside(place: Place, objects: Path, root: Path, depth: int = 0) -> None:
+    """objects/info/alternates names more object stores git reads as its own (and theirs, in turn)."""
     try:
         listed = (objects / "info" / "alternates").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        listed = []
+        return
     for entry in (line.strip() for line in listed):
-        if entry and not entry.startswith("#") and not (objects / entry).resolve().is_relative_to(root):
+        if not entry or entry.startswith("#"):
+            continue
+        store = (objects / entry).resolve()
+        if not store.is_relative_to(root):
             raise unavailable(place.name, "its object store borrows objects from outside its configured location")
+        if depth < _MAX_ALTERNATES_DEPTH:
+            _links_inside(place, store, root)
+            _alternates_inside(place, store, root, depth + 1)
+
+
+# A section of a git config file, and a `path = ...` line in it.
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"[^"]*")?\s*\]')
+_PATH = re.compile(r"^\s*path\s*=\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def _includes_inside(place: Place, config: Path, root: Path, *, depth: int) -> None:
+    """A config's `[include]`/`[includeIf]` paths make git read other files: each must be inside too."""
+    try:
+        lines = config.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    section = ""
+    for line in lines:
+        if header := _SECTION.match(line):
+            section = header.group(1).lower()
+            line = line[header.end() :]
+        if section not in ("include", "includeif") or not (found := _PATH.match(line)):
+            continue
+        value = found.group(1).split("#")[0].split(";")[0].strip().strip('"')
+        if not value:
+            continue
+        target = Path(value).expanduser()
+        target = (target if target.is_absolute() else config.parent / target).resolve()
+        if not target.is_relative_to(root):
+            raise unavailable(place.name, "its config includes a file outside its configured location")
+        if depth < _MAX_ALTERNATES_DEPTH:
+            _includes_inside(place, target, root, depth=depth + 1)
 
 
 def _gitdir_of(dot_git: Path) -> Path | None:
