@@ -8,7 +8,9 @@ what it may print.
 
 What a caller passes is checked before git sees it: a ref never starts with `-` and has no `..`; a path is
 relative, without `..`; refs go after `--end-of-options`, paths after `--` with literal pathspecs. The
-repository's own configuration cannot run programs here: no fsmonitor, no external diff, no textconv.
+repository's own configuration cannot run programs here (`neutral` and `_CONFIG` below, the one list, and
+docs/verified-changes.md): no hook, fsmonitor, filter, external diff, textconv, signature check, credential
+helper, askpass or transport.
 """
 
 from __future__ import annotations
@@ -37,10 +39,17 @@ PATH_LIMIT = 1_024
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 _STDERR_BYTES = 16 * 1024
 # The repository's configuration never runs a program for JCT, and repositories owned by another user
-# (a team's mirror on a shared server) are readable.
+# (a team's mirror on a shared server) are readable. What a read would otherwise run: an fsmonitor, a hook
+# (none looked up: /dev/null holds none), gpg for a signature `log.showSignature` asks for. External diffs and
+# textconv are off by flag on every diff (--no-ext-diff --no-textconv), filters by `neutral`; JCT never merges,
+# checks out or commits, so no merge driver, smudge filter or commit hook has a command to run.
 _CONFIG = (
     "-c",
     "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "log.showSignature=false",
     "-c",
     "safe.directory=*",
     "-c",
@@ -50,6 +59,21 @@ _CONFIG = (
     "-c",
     "diff.renameLimit=2000",
 )
+# A command that reads a repository reaches no remote: no transport at all (a partial clone's lazy fetch of
+# a missing object would follow the repository's remote, its ssh command and credential helper), and no
+# credential helper or askpass program. `fetch` into JCT's own cache keeps the operator's (~/.gitconfig).
+_OFFLINE = (
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "core.askPass=",
+    "-c",
+    "core.sshCommand=",
+)
+# A filter driver's name: the <name> of filter.<name>.<key> (the name may hold dots).
+_FILTER_KEY = re.compile(r"^filter\.(.+)\.[A-Za-z]+$")
 
 
 class GitError(Exception):
@@ -141,6 +165,25 @@ class Repo:
         return [GIT, f"--git-dir={self.path}", *_CONFIG]
 
 
+async def neutral(repo: Repo, *, within: float) -> list[str]:
+    """`-c` options that switch off every filter driver the repository's configuration (or an included or the
+    user's one) names: `.gitattributes` can attach one to any file, and git runs its `clean` command when it
+    reads the working tree (a diff against it), its `process` command likewise. An empty command is no filter;
+    `required=false` lets git read the file as it is."""
+    out = await run(
+        [*repo.base_args(), *_OFFLINE, "config", "--null", "--name-only", "--get-regexp", r"^filter\."],
+        within=within,
+        max_bytes=256 * 1024,
+        ok=(0, 1),
+    )
+    names = sorted({m.group(1) for key in _fields(out.stdout) if (m := _FILTER_KEY.match(key))})
+    options = []
+    for name in names:
+        for setting in ("clean=", "smudge=", "process=", "required=false"):
+            options += ["-c", f"filter.{name}.{setting}"]
+    return options
+
+
 async def run(
     args: Sequence[str],
     *,
@@ -212,7 +255,8 @@ def _kill(process: Process) -> None:
 async def git(
     repo: Repo, *args: str, within: float, max_bytes: int = DEFAULT_MAX_BYTES, ok: Sequence[int] = (0,)
 ) -> Output:
-    return await run([*repo.base_args(), *args], within=within, max_bytes=max_bytes, ok=ok)
+    filters = await neutral(repo, within=within)
+    return await run([*repo.base_args(), *_OFFLINE, *filters, *args], within=within, max_bytes=max_bytes, ok=ok)
 
 
 # --- what JCT asks of a repository -------------------------------------------------------
