@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from server import sdk
-from server.auth import FrontDoor, PublicOrigin, metadata_routes
+from server.auth import FrontDoor, JctTokenVerifier, PublicOrigin, metadata_routes
 from server.background import run_background
 from server.config import Settings
 from server.core import schema, tokens
@@ -35,7 +35,7 @@ from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import build_mcp
 from server.metrics import CONTENT_TYPE, Metrics
 from server.notify.hub import NotificationHub
-from server.sessions import SessionGuard, Sessions, session_entry, watch_revocations
+from server.sessions import SessionGuard, Sessions, session_entry, watch_revocations, watch_unclosed
 from server.shutdown import CountRequests, Drain, Readiness
 from server.ui.app import build_ui
 
@@ -159,6 +159,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
                 await tg.start(sessions.run)
                 if tokens_on:
                     await tg.start(watch_revocations, sessions, partial(tokens.revoked_among, core))
+                    await tg.start(watch_unclosed, sessions, partial(_token_subject, JctTokenVerifier(core)))
                 await tg.start(run_background, core, mcp.hub)
                 state.serving = True
                 log.info("JCT serving (database at revision %s)", head)
@@ -198,6 +199,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
                 rate_limit_per_minute=settings.rate_limit_per_minute,
                 public=public,
                 unauthenticated_per_minute=settings.unauthenticated_per_minute,
+                unchecked_close=sessions.close_when_checked,
             )
         )
     # Inside the front door, so it knows who opened what.
@@ -207,6 +209,12 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     app.state.metrics = metrics
     app.state.sessions = sessions
     return app
+
+
+async def _token_subject(verifier: JctTokenVerifier, token: str) -> str | None:
+    """The id of the valid token `token`, or None (raises while the database is away)."""
+    verified = await verifier.verify_token(token)
+    return None if verified is None else verified.subject
 
 
 async def _not_ready(core: Core, head: str, state: Readiness) -> str | None:

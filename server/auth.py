@@ -176,8 +176,11 @@ class FrontDoor:
         rate_limit_per_minute: int,
         public: PublicOrigin,
         unauthenticated_per_minute: int = 60,
+        unchecked_close: Callable[[str, str], None] | None = None,
     ) -> None:
         self.app = app
+        # Told of a close request (DELETE of a session) whose token could not be checked: (session id, token).
+        self.unchecked_close = unchecked_close
         self.backend = BearerAuthBackend(JctTokenVerifier(core))
         self.with_context = AuthContextMiddleware(app)
         self.limiter = RateLimiter(rate_limit_per_minute)
@@ -196,6 +199,7 @@ class FrontDoor:
         try:
             authenticated = await self.backend.authenticate(conn)
         except Exception as exc:
+            self._remember_close(conn)
             await self._unavailable(exc, scope, receive, send)
             return
         self.failures.recovered()
@@ -227,6 +231,16 @@ class FrontDoor:
         scope["user"] = user
         scope["auth"] = credentials
         await self.with_context(scope, receive, send)
+
+    def _remember_close(self, conn: HTTPConnection) -> None:
+        """A session's DELETE refused for want of a database is still carried out once the token can be
+        checked (server/sessions.py), so the session does not stay open for its idle timeout."""
+        session = conn.headers.get("mcp-session-id")
+        header = conn.headers.get("authorization", "")
+        if self.unchecked_close is None or conn.scope["method"] != "DELETE" or session is None:
+            return
+        if header.lower().startswith("bearer ") and (token := header[7:].strip()):
+            self.unchecked_close(session, token)
 
     async def _unauthorized(
         self, conn: HTTPConnection, resource: str, scope: Scope, receive: Receive, send: Send

@@ -12,6 +12,9 @@ was opened with. Opening one past `per_principal` for its principal closes that 
 used one; past `total` it closes the least recently used idle one of anyone (no request in flight), or the
 least recently used of all when none is idle: a new one is never refused, so no principal can lock out
 another. `watch_revocations` closes everything a revoked token opened within a second.
+
+A close request (DELETE) whose token the database cannot check (an outage) is answered 503 and remembered:
+`watch_unclosed` closes the session once the token can be checked and proves to be the one that opened it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ STREAMS: frozenset[Kind] = frozenset({"sse", "listen", "ui"})  # what `Sessions.
 Close = Callable[[], Coroutine[Any, Any, None]]
 LOCAL = "local"
 REVOCATION_POLL_SECONDS = 0.5
+# Close requests remembered through an outage, at most (each holds a token until the database is back).
+MAX_UNCLOSED = 1_000
 
 
 @dataclass(eq=False)
@@ -59,6 +64,8 @@ class Sessions:
     _entries: dict[str, Entry] = field(default_factory=dict)
     _closing: TaskGroup | None = None
     _numbers: Iterator[int] = field(default_factory=count)
+    # Session id -> the token of a close request the database kept JCT from checking.
+    _unclosed: dict[str, str] = field(default_factory=dict)
 
     # --- the register -------------------------------------------------------------------------
 
@@ -123,6 +130,29 @@ class Sessions:
         if streams:
             log.info("ending %d event stream(s): %s", len(streams), why)
         return len(streams)
+
+    def close_when_checked(self, key: str, token: str) -> None:
+        """A close request for session `key` came with a token JCT could not check (the database away):
+        remember it, for `settle_closes`."""
+        if key in self._entries and (key in self._unclosed or len(self._unclosed) < MAX_UNCLOSED):
+            self._unclosed[key] = token
+
+    def unclosed(self) -> int:
+        return len(self._unclosed)
+
+    async def settle_closes(self, subject_of: Callable[[str], Awaitable[str | None]]) -> int:
+        """Carry out the remembered close requests whose token now checks out as the one that opened the
+        session (`subject_of`: the token's id, None for no valid token; raises while the database is away,
+        leaving the rest for the next try). How many sessions closed."""
+        closed = 0
+        for key, token in list(self._unclosed.items()):
+            subject = await subject_of(token)
+            self._unclosed.pop(key, None)
+            entry = self._entries.get(key)
+            if entry is not None and entry.kind == "session" and subject is not None and entry.credential == subject:
+                self._evict(entry, "closing it was asked for during a database outage")
+                closed += 1
+        return closed
 
     def _evict(self, entry: Entry, why: str, quiet: bool = False) -> None:
         self._entries.pop(entry.key, None)
@@ -314,6 +344,28 @@ async def watch_revocations(
         if gone:
             closed = sessions.close_credentials(gone)
             log.info("revoked tokens: closed %d session(s) and stream(s)", closed)
+
+
+async def watch_unclosed(
+    sessions: Sessions,
+    subject_of: Callable[[str], Awaitable[str | None]],
+    interval: float = REVOCATION_POLL_SECONDS,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Every `interval`, close the sessions whose close request met a database outage, once it has passed."""
+    task_status.started()
+    while True:
+        await anyio.sleep(interval)
+        if not sessions.unclosed():
+            continue
+        try:
+            closed = await sessions.settle_closes(subject_of)
+        except Exception as exc:  # still away: the next interval tries again
+            log.debug("closing sessions asked for during an outage: still failing: %s", exc)
+            continue
+        if closed:
+            log.info("closed %d session(s) whose close request met a database outage", closed)
 
 
 def session_entry(sessions: Sessions, session_id: str, requestor: Any, close: Close) -> Entry:
