@@ -226,6 +226,8 @@ async def _not_ready(core: Core, head: str, state: Readiness) -> str | None:
         return f"database unreachable: {type(exc).__name__}" + (f": {detail[0]}" if detail else "")
     if revision != head:
         return f"database not migrated: at revision {revision}, head is {head}"
+    if (full := core.db.disk_full()) is not None:
+        return f"disk full: writes fail ({full})"
     if state.draining:
         return "draining: the server is shutting down"
     if not state.serving:

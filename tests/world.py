@@ -20,16 +20,18 @@ from tests.conftest import _admin_execute
 
 
 @contextmanager
-def small_disk(where: Path, size: str = "64k") -> Iterator[Path]:
-    """A tmpfs of `size` mounted at `where` (created), unmounted on exit."""
+def small_disk(where: Path, size: str = "64k", *, required: bool = False) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `where` (created), unmounted on exit. `required`: a test that cannot
+    mount one fails rather than skips (CI runs as root, where mounting works)."""
     where.mkdir(parents=True, exist_ok=True)
+    give_up = pytest.fail if required else pytest.skip
     if os.geteuid() != 0:
-        pytest.skip("needs root to mount a small tmpfs (a real full disk)")
+        give_up("needs root to mount a small tmpfs (a real full disk)")
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True, timeout=30
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (a real full disk): {mounted.stderr.strip()}")
+        give_up(f"cannot mount a tmpfs here (a real full disk): {mounted.stderr.strip()}")
     try:
         yield where
     finally:

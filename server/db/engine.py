@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,12 +33,24 @@ STATEMENT_TIMEOUT = 60.0
 # SQLite waits for another process's write lock in slices this long (its busy_timeout), checking between
 # slices whether its time is up or the server is stopping: SQLite's own busy wait cannot be interrupted.
 SQLITE_BUSY_SLICE_MS = 1000
+# SQLite's WAL is checkpointed into the database every 1,000 pages (about 4 MB), and a checkpoint that
+# resets it cuts the file back to SQLITE_WAL_LIMIT_BYTES: a burst of writes, or a reader that held the
+# checkpoint off, does not leave a WAL of its own peak size on the disk (it would grow into any space freed).
+SQLITE_WAL_CHECKPOINT_PAGES = 1_000
+SQLITE_WAL_LIMIT_BYTES = 4 * 1024 * 1024
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
     f"PRAGMA busy_timeout={SQLITE_BUSY_SLICE_MS}",
+    f"PRAGMA wal_autocheckpoint={SQLITE_WAL_CHECKPOINT_PAGES}",
+    f"PRAGMA journal_size_limit={SQLITE_WAL_LIMIT_BYTES}",
 )
+# Readiness reports the disk full when the SQLite database's file system has less than this free (a write
+# appends WAL frames of its pages, and the checkpoint needs room too), or for this long after a write failed
+# on a full disk (either database) unless a write has succeeded since.
+DISK_FREE_MIN_BYTES = 1024 * 1024
+DISK_FULL_REPORT_SECONDS = 60.0
 
 
 class Database:
@@ -61,6 +74,8 @@ class Database:
         self.dialect = parsed.get_backend_name()
         self.lock_timeout = lock_timeout
         self.stopping = False
+        # When a write last failed on a full disk (time.monotonic()), until a write succeeds.
+        self.full_at: float | None = None
         options: dict[str, Any] = {"pool_pre_ping": False}
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
@@ -105,7 +120,11 @@ class Database:
                     if committing:
                         failures.mark_at_commit(exc)
                     self._note_stopping(exc)
+                    failure = failures.world_failure(exc)
+                    if failure is not None and failure.kind is failures.Kind.DISK_FULL:
+                        self.full_at = time.monotonic()
                     raise
+                self.full_at = None
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -169,6 +188,22 @@ class Database:
     def _check_open(self) -> None:
         if self.stopping:
             raise failures.ShuttingDown()
+
+    def disk_full(self) -> str | None:
+        """Why writes fail for want of disk now, or None: the SQLite database's file system is nearly full,
+        or a write failed on a full disk a short while ago and none has succeeded since."""
+        if self.full_at is not None and time.monotonic() - self.full_at < DISK_FULL_REPORT_SECONDS:
+            return "a write failed: the database's disk is full"
+        database = make_url(self.url).database
+        if self.is_sqlite and database and database != ":memory:":
+            try:
+                stat = os.statvfs(Path(database).resolve().parent)
+            except OSError:
+                return None
+            free = stat.f_bavail * stat.f_frsize
+            if free < DISK_FREE_MIN_BYTES:
+                return f"{free} bytes free where the database is (at least {DISK_FREE_MIN_BYTES} needed)"
+        return None
 
     def _note_stopping(self, exc: BaseException) -> None:
         if self.stopping:
