@@ -8,9 +8,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from server.core import results as r
+from server.db.records import Record
 
-# Rows from SQLAlchemy (RowMapping) or assembled by hand (the flat claim row): any mapping will do.
-RowMapping = Mapping[Any, Any]
+# Rows from SQLAlchemy (RowMapping) or assembled by hand (the flat claim row): any mapping will do; or a
+# record (server/db/records.py).
+Row = Mapping[Any, Any]
+RowMapping = Row | Record
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -18,18 +21,23 @@ def _validator(model: type[M]) -> Callable[[RowMapping], M]:
     """The function that validates a row into `model`, field by field as the model declares them."""
 
     def validate(row: RowMapping) -> M:
-        return model.model_validate(dict(row))
+        return model.model_validate(columns(row))
 
     return validate
 
 
-def target(task: RowMapping) -> r.Target:
+def columns(row: RowMapping) -> dict[Any, Any]:
+    return row.columns() if isinstance(row, Record) else dict(row)
+
+
+def target(task: Row) -> r.Target:
     return r.Target(repo=task["target_repo"], ref=task["target_ref"], path=task["target_path"])
 
 
-def constraints(snapshot: RowMapping | None, task: RowMapping) -> r.Constraints:
+def constraints(snapshot: Row | None, time_budget_seconds: int) -> r.Constraints:
+    """A task's constraints: its snapshot's, else its time budget alone."""
     if snapshot is None:
-        return r.Constraints(time_budget_seconds=task["time_budget_seconds"], allow_network=False, allow_secrets=False)
+        return r.Constraints(time_budget_seconds=time_budget_seconds, allow_network=False, allow_secrets=False)
     return r.Constraints(
         time_budget_seconds=snapshot["time_budget_seconds"],
         allow_network=snapshot["allow_network"],
@@ -38,13 +46,14 @@ def constraints(snapshot: RowMapping | None, task: RowMapping) -> r.Constraints:
     )
 
 
-def constraint_snapshot(snapshot: RowMapping | None, task: RowMapping) -> r.ConstraintSnapshot | None:
+def constraint_snapshot(snapshot: Row | None, time_budget_seconds: int) -> r.ConstraintSnapshot | None:
     if snapshot is None:
         return None
-    return r.ConstraintSnapshot(id=snapshot["id"], scope=snapshot["scope"], rules=constraints(snapshot, task))
+    rules = constraints(snapshot, time_budget_seconds)
+    return r.ConstraintSnapshot(id=snapshot["id"], scope=snapshot["scope"], rules=rules)
 
 
-def context_packet(packet: RowMapping | None) -> r.ContextPacket | None:
+def context_packet(packet: Row | None) -> r.ContextPacket | None:
     if packet is None:
         return None
     return r.ContextPacket.model_validate({**packet, "review_feedback": packet["review_feedback"] or []})

@@ -23,6 +23,7 @@ from sqlalchemy.sql.dml import ReturningUpdate
 
 from server.db import rawsqlite
 from server.db import tables as t
+from server.db.records import FencedRun
 from server.db.types import UTCDateTime
 from server.vocab import RunStatus, TaskStatus
 
@@ -110,7 +111,7 @@ def renew_sqlite(db: Any, fence: Fence) -> dict[str, Any] | None:
     return rawsqlite.fetch_one(db, t.runs, sql, params)
 
 
-async def claimant_run(conn: AsyncConnection, fence: Fence, now: ColumnElement[datetime]) -> RowMapping | None:
+async def claimant_run(conn: AsyncConnection, fence: Fence, now: ColumnElement[datetime]) -> FencedRun | None:
     """The run the fence looked for, whatever became of it, with `lease_live` and `active` worked out by the
     fence's clock: read only when the fence refused, to say why."""
     runs, tasks = t.runs, t.tasks
@@ -127,8 +128,7 @@ async def claimant_run(conn: AsyncConnection, fence: Fence, now: ColumnElement[d
             runs.c.actor_id == fence.actor_id,
             runs.c.claim_session.is_not_distinct_from(fence.session),
         ).order_by(runs.c.started_at.desc(), runs.c.id.desc())
-    row: RowMapping | None = (await conn.execute(query.limit(1))).mappings().first()
-    return row
+    return FencedRun.maybe((await conn.execute(query.limit(1))).mappings().first())
 
 
 async def expire_run(conn: AsyncConnection, run_id: str, now: ColumnElement[datetime]) -> RowMapping | None:

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
+from server.db.records import EvidencePack, Run, Task
 from server.vocab import TASK_OPEN, ReviewState, RunStatus
 
 Values = Mapping[str, Any]
@@ -36,13 +37,13 @@ def stamped(rows: Sequence[Values]) -> list[dict[str, Any]]:
 # --- tasks -------------------------------------------------------------------------------
 
 
-async def get_task(conn: AsyncConnection, task_id: str) -> RowMapping | None:
-    return (await conn.execute(select(t.tasks).where(t.tasks.c.id == task_id))).mappings().first()
+async def get_task(conn: AsyncConnection, task_id: str) -> Task | None:
+    return Task.maybe((await conn.execute(select(t.tasks).where(t.tasks.c.id == task_id))).mappings().first())
 
 
-async def get_task_by_idempotency_key(conn: AsyncConnection, scope: str, key: str) -> RowMapping | None:
+async def get_task_by_idempotency_key(conn: AsyncConnection, scope: str, key: str) -> Task | None:
     query = select(t.tasks).where(t.tasks.c.idempotency_scope == scope, t.tasks.c.idempotency_key == key)
-    return (await conn.execute(query)).mappings().first()
+    return Task.maybe((await conn.execute(query)).mappings().first())
 
 
 @dataclass
@@ -83,26 +84,24 @@ async def insert_task_bundles(conn: AsyncConnection, bundles: Sequence[TaskBundl
 
 async def update_task(
     conn: AsyncConnection, task_id: str, values: Values, *, status_in: Sequence[str] | None = None
-) -> RowMapping | None:
+) -> Task | None:
     """Update one task, optionally only from the given statuses; returns the new row, or None if nothing matched."""
     stmt = update(t.tasks).where(t.tasks.c.id == task_id)
     if status_in is not None:
         stmt = stmt.where(t.tasks.c.status.in_(status_in))
-    row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()
-    return row
+    return Task.maybe((await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first())
 
 
 async def cancel_task_row(
     conn: AsyncConnection, task_id: str, values: Values, *, known_runs: Sequence[str]
-) -> RowMapping | None:
+) -> Task | None:
     """Cancel a queued, blocked or running task, but only if its active run (if any) is one already cancelled."""
     stmt = update(t.tasks).where(
         t.tasks.c.id == task_id,
         t.tasks.c.status.in_(TASK_OPEN),
         or_(t.tasks.c.active_run_id.is_(None), t.tasks.c.active_run_id.in_(list(known_runs))),
     )
-    row: RowMapping | None = (await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first()
-    return row
+    return Task.maybe((await conn.execute(stmt.values(values).returning(t.tasks))).mappings().first())
 
 
 async def get_issue(conn: AsyncConnection, issue_id: str) -> RowMapping | None:
@@ -157,8 +156,8 @@ async def link_doctrine(conn: AsyncConnection, issue_id: str, doctrine_id: str) 
 # --- runs --------------------------------------------------------------------------------
 
 
-async def get_run(conn: AsyncConnection, run_id: str) -> RowMapping | None:
-    return (await conn.execute(select(t.runs).where(t.runs.c.id == run_id))).mappings().first()
+async def get_run(conn: AsyncConnection, run_id: str) -> Run | None:
+    return Run.maybe((await conn.execute(select(t.runs).where(t.runs.c.id == run_id))).mappings().first())
 
 
 async def set_base_commit(conn: AsyncConnection, run_id: str, sha: str) -> None:
@@ -166,9 +165,9 @@ async def set_base_commit(conn: AsyncConnection, run_id: str, sha: str) -> None:
     await conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(base_commit=sha))
 
 
-async def runs_of_task(conn: AsyncConnection, task_id: str, limit: int) -> Sequence[RowMapping]:
+async def runs_of_task(conn: AsyncConnection, task_id: str, limit: int) -> list[Run]:
     query = select(t.runs).where(t.runs.c.task_id == task_id).order_by(t.runs.c.started_at.desc()).limit(limit)
-    return (await conn.execute(query)).mappings().all()
+    return [Run.of(row) for row in (await conn.execute(query)).mappings().all()]
 
 
 async def count_running_claims(conn: AsyncConnection, actor_id: str) -> int:
@@ -238,13 +237,14 @@ async def artifacts_of_run(conn: AsyncConnection, run_id: str) -> Sequence[RowMa
     return (await conn.execute(query)).mappings().all()
 
 
-async def get_evidence_pack(conn: AsyncConnection, pack_id: str) -> RowMapping | None:
-    return (await conn.execute(select(t.evidence_packs).where(t.evidence_packs.c.id == pack_id))).mappings().first()
+async def get_evidence_pack(conn: AsyncConnection, pack_id: str) -> EvidencePack | None:
+    query = select(t.evidence_packs).where(t.evidence_packs.c.id == pack_id)
+    return EvidencePack.maybe((await conn.execute(query)).mappings().first())
 
 
-async def evidence_pack_for_run(conn: AsyncConnection, run_id: str) -> RowMapping | None:
+async def evidence_pack_for_run(conn: AsyncConnection, run_id: str) -> EvidencePack | None:
     query = select(t.evidence_packs).where(t.evidence_packs.c.run_id == run_id)
-    return (await conn.execute(query)).mappings().first()
+    return EvidencePack.maybe((await conn.execute(query)).mappings().first())
 
 
 async def decide_evidence_pack(conn: AsyncConnection, pack_id: str, state: str) -> bool:

@@ -48,9 +48,10 @@ async def statuses(core: Core, done: results.Completion) -> tuple[str, str, str]
         run = await queries.get_run(conn, done.run_id)
         assert task is not None
         assert run is not None
-        issue = await queries.get_issue(conn, task["issue_id"])
+        assert task.issue_id is not None
+        issue = await queries.get_issue(conn, task.issue_id)
         assert issue is not None
-    return run["status"], issue["status"], task["status"]
+    return run.status, issue["status"], task.status
 
 
 # --- manual decisions --------------------------------------------------------------------

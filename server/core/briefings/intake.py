@@ -7,8 +7,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import RowMapping
-
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import doctrine
@@ -19,6 +17,7 @@ from server.core.models import Actor, Limits, check_text, new_id, parse_enum
 from server.core.service import Core
 from server.core.text import storable
 from server.db import queries
+from server.db.records import Task
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, IssueStatus, Operation, Priority, TaskStatus
 
@@ -274,17 +273,17 @@ def bundle(
     return queries.TaskBundle(task, issue, packet, snapshot, audit)
 
 
-def _duplicate(existing: RowMapping, request_hash: str) -> r.Enqueued:
-    if existing["request_hash"] != request_hash:
+def _duplicate(existing: Task, request_hash: str) -> r.Enqueued:
+    if existing.request_hash != request_hash:
         raise JctError(
             ErrorCode.IDEMPOTENCY_CONFLICT,
-            f"idempotency_key was already used for task {existing['id']} with a different payload.",
+            f"idempotency_key was already used for task {existing.id} with a different payload.",
             "Use a new idempotency_key for a different task, or resend the original payload unchanged.",
         )
     return r.Enqueued(
-        task_id=existing["id"],
-        trace_id=existing["trace_id"],
-        status=existing["status"],
-        cwom_issue_id=existing["issue_id"],
+        task_id=existing.id,
+        trace_id=existing.trace_id,
+        status=existing.status,
+        cwom_issue_id=existing.issue_id,
         duplicate=True,
     )

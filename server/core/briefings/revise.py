@@ -55,20 +55,20 @@ async def revise_briefing(
         task = await queries.get_task(conn, task_id)
         if task is None:
             raise task_not_found(task_id, "Check the task_id.")
-        if not actor.admin and task["requested_by"] != actor.actor_id:
+        if not actor.admin and task.requested_by != actor.actor_id:
             raise JctError(
                 ErrorCode.PERMISSION_DENIED,
                 f"Only an admin or the agent that enqueued task {task_id} may revise its briefing.",
                 "Ask the enqueuer or an admin, or leave feedback in a review (jct_submit_review needs_changes).",
             )
-        if task["status"] in TASK_ENDED_UNAPPROVED or task["issue_id"] is None:
+        if task.status in TASK_ENDED_UNAPPROVED or task.issue_id is None:
             raise invalid(
-                f"Task {task_id} is {task['status']}" + (" and has no briefing." if task["issue_id"] is None else "."),
+                f"Task {task_id} is {task.status}" + (" and has no briefing." if task.issue_id is None else "."),
                 "Revise the briefing of a task that is still open (queued, blocked, running or in review).",
             )
         try:
             async with conn.begin_nested():
-                version = await versions.new_version(conn, task["issue_id"], ts, changes=changes)
+                version = await versions.new_version(conn, task.issue_id, ts, changes=changes)
         except IntegrityError:
             raise JctError(
                 ErrorCode.INVALID_ARGUMENT,
@@ -78,10 +78,10 @@ async def revise_briefing(
             ) from None
         after = {"version": version, "revised": sorted(changes)}
         audit = audit_row(
-            actor, AuditAction.BRIEFING_REVISED, EntityKind.ISSUE, task["issue_id"], None, after, task["trace_id"]
+            actor, AuditAction.BRIEFING_REVISED, EntityKind.ISSUE, task.issue_id, None, after, task.trace_id
         )
         await queries.insert_audit(conn, [audit])
-        stored = await queries.latest_context_packet(conn, task["issue_id"])
+        stored = await queries.latest_context_packet(conn, task.issue_id)
     assert stored is not None
     packet = views.context_packet(stored)
     assert packet is not None

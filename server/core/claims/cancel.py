@@ -52,10 +52,10 @@ async def cancel_in(conn: AsyncConnection, actor: Actor, task_id: str, reason: s
             },
             known_runs=cancelled_runs,
         )
-        if task is not None or before["status"] not in TASK_OPEN:
+        if task is not None or before.status not in TASK_OPEN:
             break
     if task is None:
-        status = before["status"] if before is not None else "changing"
+        status = before.status if before is not None else "changing"
         raise invalid(
             f"Task {task_id} is {status}; only queued, blocked or running tasks can be cancelled.",
             "Nothing to do: the task has already ended.",
@@ -66,19 +66,19 @@ async def cancel_in(conn: AsyncConnection, actor: Actor, task_id: str, reason: s
             AuditAction.TASK_CANCELLED,
             EntityKind.TASK,
             task_id,
-            {"status": before["status"] if before is not None else TaskStatus.QUEUED},
+            {"status": before.status if before is not None else TaskStatus.QUEUED},
             {"status": TaskStatus.CANCELLED, "reason": reason},
-            task["trace_id"],
+            task.trace_id,
         )
     ]
     for run_id in cancelled_runs:
         moved = ({"status": RunStatus.RUNNING}, {"status": RunStatus.CANCELLED})
         audit.append(audit_row(actor, AuditAction.RUN_CANCELLED, EntityKind.RUN, run_id, *moved, None))
-    if task["issue_id"] is not None:
+    if task.issue_id is not None:
         cancelled = {"status": IssueStatus.CANCELLED}
-        await queries.update_issue(conn, task["issue_id"], {**cancelled, "updated_at": ts})
+        await queries.update_issue(conn, task.issue_id, {**cancelled, "updated_at": ts})
         audit.append(
-            audit_row(actor, AuditAction.ISSUE_CANCELLED, EntityKind.ISSUE, task["issue_id"], None, cancelled, None)
+            audit_row(actor, AuditAction.ISSUE_CANCELLED, EntityKind.ISSUE, task.issue_id, None, cancelled, None)
         )
     await queries.insert_audit(conn, audit)
     last_run = cancelled_runs[-1] if cancelled_runs else None

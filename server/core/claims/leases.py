@@ -9,13 +9,13 @@ LEASE_EXPIRED and changes nothing, also when the task was re-claimed under the s
 
 from __future__ import annotations
 
-from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core.models import Actor, parse_id
 from server.core.service import Core
 from server.db import leases, queries
 from server.db.leases import Fence
+from server.db.records import FencedRun
 from server.errors import ErrorCode, JctError, invalid, not_found, task_not_found
 from server.vocab import RunStatus, TaskStatus
 
@@ -44,7 +44,7 @@ async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
     if run is None:
         if fence.run_id is not None:
             return not_found(ErrorCode.RUN_NOT_FOUND, "Run", fence.run_id, NAME_YOUR_RUN)
-        if task["status"] == TaskStatus.RUNNING:
+        if task.status == TaskStatus.RUNNING:
             return JctError(
                 ErrorCode.NOT_CLAIMANT,
                 f"Task {fence.task_id} is claimed by another agent.",
@@ -53,57 +53,56 @@ async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
             )
         return JctError(
             ErrorCode.TASK_NOT_CLAIMED,
-            f"Task {fence.task_id} is not claimed by you (status: {task['status']}).",
+            f"Task {fence.task_id} is not claimed by you (status: {task.status}).",
             "Claim it first with jct_claim_task, or take another with jct_claim_next.",
         )
-    if run["task_id"] != fence.task_id:
+    if run.task_id != fence.task_id:
         return invalid(
-            f"Run {run['id']} is a run of task {run['task_id']}, not of task {fence.task_id}.",
+            f"Run {run.id} is a run of task {run.task_id}, not of task {fence.task_id}.",
             "Pass the task_id and run_id of the same claim.",
         )
-    if fence.run_id is not None and run["principal"] != fence.principal:
+    if fence.run_id is not None and run.principal != fence.principal:
         return JctError(
             ErrorCode.NOT_CLAIMANT,
-            f"Run {run['id']} was claimed by another agent.",
+            f"Run {run.id} was claimed by another agent.",
             "Work only on runs you claimed; use jct_claim_next to get one.",
         )
     if _lapsed(run):
-        expired_at = run["lease_expires_at"]
+        expired_at = run.lease_expires_at
         return JctError(
             ErrorCode.LEASE_EXPIRED,
-            f"Your lease on task {fence.task_id} (run {run['id']}) expired at {expired_at:%Y-%m-%dT%H:%M:%SZ}; "
+            f"Your lease on task {fence.task_id} (run {run.id}) expired at {expired_at:%Y-%m-%dT%H:%M:%SZ}; "
             "nothing was recorded.",
             "Stop work on this task: it went back to the queue. Claim another with jct_claim_next; "
             "call jct_report_progress at least every few minutes to keep a lease alive.",
         )
     return JctError(
         ErrorCode.TASK_NOT_CLAIMED,
-        f"Your run {run['id']} on task {fence.task_id} has already ended (run status: {run['status']}, "
-        f"task status: {task['status']}).",
+        f"Your run {run.id} on task {fence.task_id} has already ended (run status: {run.status}, "
+        f"task status: {task.status}).",
         "Nothing more to report on this run. Use jct_get_task to see where the task stands.",
     )
 
 
-def _lapsed(run: RowMapping) -> bool:
+def _lapsed(run: FencedRun) -> bool:
     """The run lost its lease: swept already, or running past its lease or after the task moved on."""
     return bool(
-        run["status"] == RunStatus.EXPIRED
-        or (run["status"] == RunStatus.RUNNING and not (run["lease_live"] and run["active"]))
+        run.status == RunStatus.EXPIRED or (run.status == RunStatus.RUNNING and not (run.lease_live and run.active))
     )
 
 
-async def claimant_run(core: Core, conn: AsyncConnection, fence: Fence) -> RowMapping | None:
+async def claimant_run(core: Core, conn: AsyncConnection, fence: Fence) -> FencedRun | None:
     """The run a call names (or its agent claimed through its connection), if its principal may see it."""
     run = await leases.claimant_run(conn, fence, core.now())
-    if run is None or run["task_id"] != fence.task_id:
+    if run is None or run.task_id != fence.task_id:
         return None
-    if fence.run_id is not None and run["principal"] != fence.principal:
+    if fence.run_id is not None and run.principal != fence.principal:
         return None
     return run
 
 
-async def open_run(core: Core, conn: AsyncConnection, fence: Fence) -> RowMapping | None:
+async def open_run(core: Core, conn: AsyncConnection, fence: Fence) -> FencedRun | None:
     """The caller's run while it is still running: what a call reads ahead of its fenced change (so no
     transaction waits on git). None when the fence will refuse the call; the fenced change says why."""
     run = await claimant_run(core, conn, fence)
-    return run if run is not None and run["status"] == RunStatus.RUNNING else None
+    return run if run is not None and run.status == RunStatus.RUNNING else None

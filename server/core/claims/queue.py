@@ -65,13 +65,13 @@ async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
     if claimed is None:
         async with core.db.read() as conn:
             task = await queries.get_task(conn, task_id)
-            if task is not None and task["status"] == TaskStatus.BLOCKED:
+            if task is not None and task.status == TaskStatus.BLOCKED:
                 raise await graph.blocked(conn, task)
         if task is None:
             raise task_not_found(task_id, "Use jct_list_tasks to find queued tasks.")
         raise JctError(
             ErrorCode.TASK_ALREADY_CLAIMED,
-            f"Task {task_id} is no longer queued (current status: {task['status']}).",
+            f"Task {task_id} is no longer queued (current status: {task.status}).",
             "Use jct_claim_next or jct_list_tasks to find another available task.",
         )
     return r.Claim(**await _claimed(core, claimed))
@@ -148,9 +148,9 @@ def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
         "target": views.target(row),
         "attempt": row["attempt"],
         "lease_expires_at": row["lease_expires_at"],
-        "constraints": views.constraints(snapshot_row, row),
+        "constraints": views.constraints(snapshot_row, row["time_budget_seconds"]),
         "context_packet": views.context_packet(packet if packet["id"] is not None else None),
-        "constraint_snapshot": views.constraint_snapshot(snapshot_row, row),
+        "constraint_snapshot": views.constraint_snapshot(snapshot_row, row["time_budget_seconds"]),
         "mission_id": row["mission_id"],
         "decisions": [r.DecisionView.model_validate(d) for d in row["decisions"]] if row["mission_id"] else None,
     }

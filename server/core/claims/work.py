@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server import uris
@@ -23,13 +22,14 @@ from server.core.models import Actor, Limits, check_text, new_id, parse_enum, pa
 from server.core.service import Core
 from server.db import changes, queries
 from server.db.leases import Fence
+from server.db.records import Task
 from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import ArtifactType, EntityKind, EventKind, IssueStatus, RunStatus, TaskStatus
 
 # --- the fence ---------------------------------------------------------------------------
 
 
-async def task_row(conn: AsyncConnection, task_id: str) -> RowMapping:
+async def task_row(conn: AsyncConnection, task_id: str) -> Task:
     task = await queries.get_task(conn, task_id)
     if task is None:
         raise task_not_found(task_id, "Check the task_id you were given at claim.")

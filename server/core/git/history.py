@@ -144,18 +144,18 @@ async def run_diff(core: Core, run_id: str, *, path: str | None = None, max_char
     run_id = parse_id(run_id, "run_id")
     async with core.db.read() as conn:
         run = await queries.get_run(conn, run_id)
-        task = await queries.get_task(conn, run["task_id"]) if run is not None else None
+        task = await queries.get_task(conn, run.task_id) if run is not None else None
     if run is None or task is None:
         raise not_found(ErrorCode.RUN_NOT_FOUND, "Run", run_id, "Use jct_get_task to list its runs.")
-    base = run["base_commit"]
+    base = run.base_commit
     if base is None:
         raise JctError(
             ErrorCode.REPO_NOT_AVAILABLE,
-            f"Run {run_id} has no base commit: JCT did not read its repository {task['target_repo']!r} at claim.",
+            f"Run {run_id} has no base commit: JCT did not read its repository {task.target_repo!r} at claim.",
             "Read the run's code_patch artifacts instead (jct_get_run lists them).",
         )
-    place = await _place(core, task["target_repo"])
-    read: dict[str, Any] = run["files_changed"] or {}
+    place = await _place(core, task.target_repo)
+    read: dict[str, Any] = run.files_changed or {}
     head = read.get("head")
     revs = [base, head] if head else [base]
     if not head and not place.local_tree:

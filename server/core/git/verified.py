@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from server.core.git import gitcli
 from server.core.git.repos import Place
 from server.core.service import Core
 from server.db import queries
+from server.db.records import Run, Task
 from server.errors import ErrorCode, JctError, invalid
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,9 @@ async def record_base(core: Core, run_id: str, target_repo: str, target_ref: str
     return sha
 
 
-async def verify_commit(core: Core, task: Mapping[Any, Any], run: Mapping[Any, Any], content: str | None) -> str | None:
+async def verify_commit(core: Core, task: Task, run: Run, content: str | None) -> str | None:
     """The full id of the commit a `commit` artifact names, checked; None when the task is not verifiable."""
-    place = await core.repos.open(task["target_repo"])
+    place = await core.repos.open(task.target_repo)
     if place is None:
         return None
     if content is None:
@@ -65,7 +66,7 @@ async def verify_commit(core: Core, task: Mapping[Any, Any], run: Mapping[Any, A
     ref = gitcli.check_ref(content.strip(), "content")
     try:
         sha = await gitcli.resolve(place.repo, ref, within=_within(core))
-        base = run["base_commit"]
+        base = run.base_commit
         descends = sha is not None and (
             base is None or await gitcli.is_ancestor(place.repo, base, sha, within=_within(core))
         )
@@ -81,7 +82,7 @@ async def verify_commit(core: Core, task: Mapping[Any, Any], run: Mapping[Any, A
         raise JctError(
             ErrorCode.NOT_A_DESCENDANT,
             f"Commit {sha[:12]} does not descend from this run's base commit {str(base)[:12]} "
-            f"({task['target_ref']} when you claimed the task).",
+            f"({task.target_ref} when you claimed the task).",
             "Build your work on the base commit (rebase onto it), push, and report the new commit.",
         )
     return sha
@@ -97,15 +98,13 @@ class Change:
     working_tree: bool
 
 
-async def change_of_run(
-    core: Core, task: Mapping[Any, Any], run: Mapping[Any, Any], heads: Sequence[str]
-) -> Change | None:
+async def change_of_run(core: Core, task: Task, run: Run, heads: Sequence[str]) -> Change | None:
     """The range a run's change spans: its base commit to the last verified commit it reported (to the working
     tree for a local tree). None when the task is not verifiable or nothing can be read."""
-    base = run.get("base_commit")
+    base = run.base_commit
     if base is None:
         return None
-    place = await core.repos.open(task["target_repo"], max_age=None)
+    place = await core.repos.open(task.target_repo, max_age=None)
     if place is None:
         return None
     head = heads[-1] if heads else None

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from server.core.models import Limits, parse_id
 from server.core.service import Core
 from server.db import missions as q
+from server.db.records import Task
 from server.errors import ErrorCode, JctError, invalid, not_found
 from server.vocab import MissionStatus, TaskStatus
 
@@ -21,7 +24,12 @@ def mission_not_found(mission_id: str) -> JctError:
 
 
 async def place(
-    core: Core, conn: Any, task: dict[str, Any], mission_id: str, phase: int | None, depends_on: Sequence[str]
+    core: Core,
+    conn: AsyncConnection,
+    task: dict[str, Any],
+    mission_id: str,
+    phase: int | None,
+    depends_on: Sequence[str],
 ) -> list[tuple[str, str]]:
     """Make a task being enqueued (jct_enqueue_task with mission_id) one of the mission's: its phase (default:
     the last; one past the last starts a new one), its dependencies (tasks of this mission, of its phase or an
@@ -83,22 +91,22 @@ def check_placement(mission_id: str | None, phase: int | None, depends_on: Seque
     return list(dict.fromkeys(parse_id(dep, f"depends_on[{n}]") for n, dep in enumerate(deps)))
 
 
-async def store_dependencies(conn: Any, pairs: Sequence[tuple[str, str]]) -> None:
+async def store_dependencies(conn: AsyncConnection, pairs: Sequence[tuple[str, str]]) -> None:
     for task_id in {task for task, _ in pairs}:
         await q.insert_dependencies(conn, task_id, [dep for task, dep in pairs if task == task_id])
 
 
-async def blocked(conn: Any, task: Any) -> JctError:
+async def blocked(conn: AsyncConnection, task: Task) -> JctError:
     """TASK_BLOCKED for a claim of a task that still waits, naming what it waits for."""
-    waiting = await q.waiting_for(conn, task["id"])
+    waiting = await q.waiting_for(conn, task.id)
     parts = [f"{row['id']} ({row['status']}: {' '.join(str(row['objective']).split())[:60]})" for row in waiting[:10]]
     if len(waiting) > 10:
         parts.append(f"and {len(waiting) - 10} more")
     if not waiting:
-        parts.append(f"the tasks of phase {task['phase'] - 1} of mission {task['mission_id']} to be approved")
+        parts.append(f"the tasks of phase {(task.phase or 0) - 1} of mission {task.mission_id} to be approved")
     return JctError(
         ErrorCode.TASK_BLOCKED,
-        f"Task {task['id']} is blocked: it waits for " + "; ".join(parts) + ".",
+        f"Task {task.id} is blocked: it waits for " + "; ".join(parts) + ".",
         "Claim another task (jct_claim_next never returns a blocked one); it becomes claimable once those are "
         "approved.",
     )

@@ -239,7 +239,7 @@ def _task_rows(
     return rows
 
 
-async def _duplicate(conn: Any, existing: Mapping[Any, Any], request_hash: str) -> r.MissionCreated:
+async def _duplicate(conn: AsyncConnection, existing: Mapping[Any, Any], request_hash: str) -> r.MissionCreated:
     if existing["request_hash"] != request_hash:
         raise JctError(
             ErrorCode.IDEMPOTENCY_CONFLICT,

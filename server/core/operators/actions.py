@@ -43,20 +43,20 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
         if task is None:
             raise task_not_found(task_id)
         # Ended without approval (a review rejection leaves the task failed).
-        if task["status"] not in TASK_ENDED_UNAPPROVED:
+        if task.status not in TASK_ENDED_UNAPPROVED:
             raise invalid(
-                f"Task {task_id} is {task['status']}; only failed, cancelled or rejected tasks can be requeued.",
+                f"Task {task_id} is {task.status}; only failed, cancelled or rejected tasks can be requeued.",
                 "Cancel running work first (jct_cancel_task); use jct_set_priority to move queued work.",
             )
-        if task["mission_id"] is not None:
-            row = await mission_rows.get_mission(conn, task["mission_id"])
+        if task.mission_id is not None:
+            row = await mission_rows.get_mission(conn, task.mission_id)
             mission = str(row["status"]) if row is not None else None
             if mission != MissionStatus.ACTIVE:
                 raise invalid(
-                    f"Task {task_id} belongs to mission {task['mission_id']}, which is {mission}.",
+                    f"Task {task_id} belongs to mission {task.mission_id}, which is {mission}.",
                     "Enqueue the work again as a new task.",
                 )
-        status = TaskStatus.BLOCKED if int(task["blockers"] or 0) > 0 else TaskStatus.QUEUED
+        status = TaskStatus.BLOCKED if int(task.blockers or 0) > 0 else TaskStatus.QUEUED
         moved = await queries.update_task(
             conn,
             task_id,
@@ -71,26 +71,24 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
                 "result": None,
                 "queued_at": ts,
             },
-            status_in=[task["status"]],
+            status_in=[task.status],
         )
         if moved is None:
             raise invalid(f"Task {task_id} changed while requeueing it.", "Nothing was changed; look again.")
-        trace = task["trace_id"]
+        trace = task.trace_id
         after: dict[str, Any] = {"status": status, "reason": reason}
         audit = [
-            audit_row(
-                actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task_id, {"status": task["status"]}, after, trace
-            )
+            audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task_id, {"status": task.status}, after, trace)
         ]
         version = None
-        if task["issue_id"] is not None:
-            await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.READY, "updated_at": ts})
+        if task.issue_id is not None:
+            await queries.update_issue(conn, task.issue_id, {"status": IssueStatus.READY, "updated_at": ts})
             audit.append(
                 audit_row(
                     actor,
                     AuditAction.ISSUE_READY,
                     EntityKind.ISSUE,
-                    task["issue_id"],
+                    task.issue_id,
                     None,
                     {"status": IssueStatus.READY},
                     trace,
@@ -99,17 +97,17 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
             if feedback is not None:
                 # The feedback names the last run and its verdict, as a review's does.
                 run = next(iter(await queries.runs_of_task(conn, task_id, 1)), None)
-                pack = await queries.evidence_pack_for_run(conn, run["id"]) if run is not None else None
+                pack = await queries.evidence_pack_for_run(conn, run.id) if run is not None else None
                 version = await versions.with_feedback(
                     conn,
-                    task["issue_id"],
+                    task.issue_id,
                     ts,
                     decision="requeued",
                     reason=feedback,
                     reviewer_id=actor.actor_id,
                     reviewer_name=actor.name or actor.actor_id,
-                    run_id=run["id"] if run is not None else None,
-                    verdict=pack["verdict"] if pack is not None else "none",
+                    run_id=run.id if run is not None else None,
+                    verdict=pack.verdict if pack is not None else "none",
                 )
         await queries.insert_audit(conn, audit)
     return r.Requeued(task_id=task_id, task_status=status, context_packet_version=version)
@@ -124,19 +122,19 @@ async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) ->
         if task is None:
             raise task_not_found(task_id)
         if (
-            task["status"] not in TASK_OPEN
-            or await queries.update_task(conn, task_id, {"priority": chosen.value}, status_in=[task["status"]]) is None
+            task.status not in TASK_OPEN
+            or await queries.update_task(conn, task_id, {"priority": chosen.value}, status_in=[task.status]) is None
         ):
             raise invalid(
-                f"Task {task_id} is {task['status']}; only queued, blocked or running tasks have a priority to set.",
+                f"Task {task_id} is {task.status}; only queued, blocked or running tasks have a priority to set.",
                 "Requeue ended work with jct_requeue_task first.",
             )
-        before = {"priority": task["priority"]}
-        after = {"priority": chosen.value, "run_id": task["active_run_id"]} if task["active_run_id"] else None
+        before = {"priority": task.priority}
+        after = {"priority": chosen.value, "run_id": task.active_run_id} if task.active_run_id else None
         after = after or {"priority": chosen.value}
-        row = audit_row(actor, AuditAction.TASK_PRIORITY_SET, EntityKind.TASK, task_id, before, after, task["trace_id"])
+        row = audit_row(actor, AuditAction.TASK_PRIORITY_SET, EntityKind.TASK, task_id, before, after, task.trace_id)
         await queries.insert_audit(conn, [row])
-    return r.PrioritySet(task_id=task_id, priority=chosen, previous=Priority(task["priority"]))
+    return r.PrioritySet(task_id=task_id, priority=chosen, previous=Priority(task.priority))
 
 
 async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.AgentList:
@@ -224,7 +222,7 @@ def _running_item(run: Any, now: datetime) -> r.StuckItem:
             reason = "The agent reported a blocker only a person can lift."
             action = "Read the blocker on the run (jct_get_run), answer the agent, or cancel the task."
         case "over_budget":
-            reason = f"Running past its time budget of {run['time_budget_seconds']}s since {_at(since)}."
+            reason = f"Running past its time budget of {run.time_budget_seconds}s since {_at(since)}."
             action = (
                 "Ask its agent for status; if it is lost, cancel it (jct_cancel_task) and requeue it with feedback "
                 "(jct_requeue_task)."
@@ -242,7 +240,7 @@ def _human_item(pack: Any) -> r.StuckItem:
         pack,
         pack["ended_at"],
         reason,
-        f"Review evidence pack {pack['evidence_pack_id']} (jct_submit_review).",
+        f"Review evidence pack {pack.evidence_pack_id} (jct_submit_review).",
     )
 
 

@@ -35,25 +35,25 @@ async def get_context(core: Core, task_id: str) -> results.TaskContext:
             raise task_not_found(task_id, "Check the task_id you were given.")
         issue = packet = None
         doctrine: list[results.DoctrineRef] = []
-        if task["issue_id"] is not None:
-            issue_row = await queries.get_issue(conn, task["issue_id"])
+        if task.issue_id is not None:
+            issue_row = await queries.get_issue(conn, task.issue_id)
             issue = views.issue(issue_row) if issue_row is not None else None
-            packet = await queries.latest_context_packet(conn, task["issue_id"])
-            doctrine = await doctrine_rule.for_issue(conn, task["issue_id"], task["target_repo"])
-        snapshot_id = task["constraint_snapshot_id"]
+            packet = await queries.latest_context_packet(conn, task.issue_id)
+            doctrine = await doctrine_rule.for_issue(conn, task.issue_id, task.target_repo)
+        snapshot_id = task.constraint_snapshot_id
         snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
-        mission_id = task["mission_id"]
+        mission_id = task.mission_id
         decisions = await missions.decisions_of(conn, mission_id, DECISIONS_SHOWN) if mission_id else None
         upstream = await missions.artifacts_of_dependencies(conn, task_id, UPSTREAM_SHOWN) if mission_id else []
     return results.TaskContext(
         task_id=task_id,
         issue=issue,
         context_packet=views.context_packet(packet),
-        constraint_snapshot=views.constraint_snapshot(snapshot, task),
+        constraint_snapshot=views.constraint_snapshot(snapshot, task.time_budget_seconds),
         doctrine_refs=doctrine,
         mission_id=mission_id,
         decisions=[results.DecisionView.model_validate(d) for d in decisions] if decisions is not None else None,
-        step=task["step"],
+        step=task.step.stored() if task.step is not None else None,
         dependency_artifacts=[
             results.UpstreamArtifact(
                 artifact_id=row["id"],
@@ -110,7 +110,7 @@ async def get_evidence(core: Core, run_id: str) -> results.EvidenceView:
         run = await queries.get_run(conn, run_id)
     detail = views.evidence_detail(pack)
     if run is not None:
-        detail.files_changed = run["files_changed"]
+        detail.files_changed = run.files_changed
     return results.EvidenceView(evidence_pack=detail)
 
 

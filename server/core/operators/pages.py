@@ -22,6 +22,7 @@ from server.core.models import parse_id
 from server.core.review import manifest
 from server.core.service import Core
 from server.db import listing, queries
+from server.db.records import EvidencePack
 from server.errors import ErrorCode, JctError, not_found
 
 RUNS_SHOWN = 10
@@ -168,7 +169,7 @@ async def task_page(core: Core, task_id: str) -> TaskPage:
         task = await queries.get_task(conn, task_id)
         if task is None:
             raise _missing(ErrorCode.TASK_NOT_FOUND, "Task", task_id)
-        issue = await queries.get_issue(conn, task["issue_id"]) if task["issue_id"] else None
+        issue = await queries.get_issue(conn, task.issue_id) if task.issue_id else None
         runs = await listing.runs_of_tasks(conn, [task_id], RUNS_SHOWN)
     return TaskPage(
         task=views.task_detail(task),
@@ -214,7 +215,7 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
         runs=[run_line(row) for row in runs],
         packet=views.context_packet(packet),
         feedback=_feedback(list(feedback)),
-        constraints=views.constraints(snapshot, latest) if latest is not None else None,
+        constraints=views.constraints(snapshot, latest["time_budget_seconds"]) if latest is not None else None,
         doctrine=doctrine_refs,
     )
 
@@ -225,21 +226,21 @@ async def run_page(core: Core, run_id: str) -> RunPage:
         run = await queries.get_run(conn, run_id)
         if run is None:
             raise _missing(ErrorCode.RUN_NOT_FOUND, "Run", run_id)
-        task = await queries.get_task(conn, run["task_id"])
+        task = await queries.get_task(conn, run.task_id)
         artifacts = await queries.artifacts_of_run(conn, run_id)
         events = await queries.run_events(conn, run_id, EVENTS_SHOWN)
         pack = await queries.evidence_pack_for_run(conn, run_id)
-        decision = await queries.review_decision_for_pack(conn, pack["id"]) if pack is not None else None
-        number = await listing.run_number(conn, run["task_id"], run["started_at"], run_id)
+        decision = await queries.review_decision_for_pack(conn, pack.id) if pack is not None else None
+        number = await listing.run_number(conn, run.task_id, run.started_at, run_id)
     return RunPage(
         run=views.run_detail(run),
         number=number,
-        objective=task["objective"] if task is not None else "",
+        objective=task.objective if task is not None else "",
         artifacts=[views.artifact(a) for a in artifacts],
         events=[views.run_event(e) for e in events],
         evidence=views.evidence_detail(pack) if pack is not None else None,
         review=review_of(decision),
-        manifest=await manifest.read(core, run_id) if run["ended_at"] is not None else None,
+        manifest=await manifest.read(core, run_id) if run.ended_at is not None else None,
     )
 
 
@@ -248,7 +249,7 @@ async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
     return EvidencePage(
         pack=views.evidence_detail(read.pack),
         objective=read.objective,
-        issue_id=read.pack["issue_id"],
+        issue_id=read.pack.issue_id,
         files_changed=read.files_changed,
         run_summary=read.run_summary,
         executor=read.executor,
@@ -259,7 +260,7 @@ async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
 
 @dataclass(frozen=True)
 class _PackRead:
-    pack: RowMapping
+    pack: EvidencePack
     objective: str
     run_summary: str | None
     executor: Mapping[str, Any]
@@ -275,18 +276,18 @@ async def _read_pack(core: Core, pack_id: str) -> _PackRead:
         pack = await queries.get_evidence_pack(conn, pack_id)
         if pack is None:
             raise _missing(ErrorCode.EVIDENCE_PACK_NOT_FOUND, "Evidence pack", pack_id)
-        task = await queries.get_task(conn, pack["task_id"])
-        run = await queries.get_run(conn, pack["run_id"])
-        artifacts = await queries.artifacts_of_run(conn, pack["run_id"])
+        task = await queries.get_task(conn, pack.task_id)
+        run = await queries.get_run(conn, pack.run_id)
+        artifacts = await queries.artifacts_of_run(conn, pack.run_id)
         decision = await queries.review_decision_for_pack(conn, pack_id)
     return _PackRead(
         pack=pack,
-        objective=task["objective"] if task is not None else "",
-        run_summary=run["summary"] if run is not None else None,
-        executor=run["executor"] if run is not None else {},
+        objective=task.objective if task is not None else "",
+        run_summary=run.summary if run is not None else None,
+        executor=run.executor if run is not None else {},
         artifacts=artifacts,
         decision=decision,
-        files_changed=run["files_changed"] if run is not None else None,
+        files_changed=run.files_changed if run is not None else None,
     )
 
 

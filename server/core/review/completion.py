@@ -151,20 +151,20 @@ async def _read_change(core: Core, fence: Fence) -> ReadChange:
         if task is None:
             return ReadChange()
         try:
-            if core.repos.place(task["target_repo"]) is None:
+            if core.repos.place(task.target_repo) is None:
                 return ReadChange()  # not verifiable: one primary-key read was all this cost
         except JctError:
             return ReadChange(verifiable=True, note="the repository name cannot be read")
         run = await leases.open_run(core, conn, fence)
         if run is None:
             return ReadChange()
-        rows = await queries.artifacts_of_run(conn, run["id"])
+        rows = await queries.artifacts_of_run(conn, run.id)
     commits = [a for a in rows if a["type"] == ArtifactType.COMMIT and a["stored"]]
     heads = await anyio.to_thread.run_sync(_commit_ids, core, commits)
     try:
         change = await verified.change_of_run(core, task, run, heads)
         if change is None:
-            why = "no base commit was recorded at claim" if run["base_commit"] is None else "no commit was reported"
+            why = "no base commit was recorded at claim" if run.base_commit is None else "no commit was reported"
             return ReadChange(verifiable=True, heads=heads, note=f"nothing verified to read: {why}")
         return ReadChange(True, await verified.files_changed(core, change), heads)
     except JctError as exc:
@@ -194,17 +194,17 @@ async def _recorded_outcome(core: Core, conn: AsyncConnection, fence: Fence) -> 
     mine = await leases.claimant_run(core, conn, fence)
     if mine is None:
         return None
-    pack = await queries.evidence_pack_for_run(conn, mine["id"])
+    pack = await queries.evidence_pack_for_run(conn, mine.id)
     if pack is None:
         return None
     task_id = fence.task_id
     task = await task_row(conn, task_id)
-    decision = await queries.review_decision_for_pack(conn, pack["id"])
+    decision = await queries.review_decision_for_pack(conn, pack.id)
     return results.Completion(
         task_id=task_id,
-        task_status=task["status"],
-        run_id=mine["id"],
-        run_status=mine["status"],
+        task_status=task.status,
+        run_id=mine.id,
+        run_status=mine.status,
         evidence_pack=views.evidence_summary(pack),
         review=policy.outcome_of(pack, decision),
         duplicate=True,

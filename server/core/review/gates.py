@@ -14,28 +14,28 @@ The rule, in one place:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from server.core.models import Actor
+from server.db.records import Review, Step
 from server.errors import ErrorCode, JctError
 
-Review = Literal["auto", "agent", "human"]
 EXHAUSTED = "quality_gate_exhausted"
 
 
 @dataclass(frozen=True)
 class Gate:
+    """A task's gate with its rounds settled (its step's `max_rounds`, else JCT_MAX_REVIEW_ROUNDS)."""
+
     review: Review
     max_rounds: int
 
 
-def gate_of(task: Mapping[Any, Any], default_rounds: int) -> Gate:
-    step = task.get("step") or {}
-    review: Review = step.get("review", "auto")
-    rounds = step.get("max_rounds")
-    return Gate(review, default_rounds if rounds is None else int(rounds))
+def gate_of(step: Step | None, default_rounds: int) -> Gate:
+    if step is None:
+        return Gate("auto", default_rounds)
+    gate = step.gate
+    return Gate(gate.review, default_rounds if gate.max_rounds is None else gate.max_rounds)
 
 
 def check_reviewer(gate: Gate, actor: Actor, executor: str, override_reason: str | None) -> None:
@@ -73,9 +73,10 @@ def check_override(actor: Actor, decision: str, override_reason: str | None) -> 
         )
 
 
-def exhausted(task: Mapping[Any, Any]) -> bool:
-    """The task failed because its rounds of changes ran out (an admin may still approve its last work)."""
-    return str(task.get("error") or "").startswith(EXHAUSTED)
+def exhausted(error: str | None) -> bool:
+    """The task failed (with `error`) because its rounds of changes ran out (an admin may still approve its
+    last work)."""
+    return (error or "").startswith(EXHAUSTED)
 
 
 def exhausted_error(rounds: int, gate: Gate, reason: str) -> str:

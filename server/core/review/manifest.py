@@ -15,6 +15,7 @@ from sqlalchemy import RowMapping
 
 from server.core.service import Core
 from server.db import queries
+from server.db.records import EvidencePack, Run
 from server.uris import artifact as artifact_uri
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 VERSION = 1
 
 
-def build(core: Core, run: RowMapping, artifacts: Sequence[RowMapping], pack: RowMapping | None) -> dict[str, Any]:
+def build(core: Core, run: Run, artifacts: Sequence[RowMapping], pack: EvidencePack | None) -> dict[str, Any]:
     entries = []
     for row in artifacts:
         entries.append(
@@ -32,20 +33,20 @@ def build(core: Core, run: RowMapping, artifacts: Sequence[RowMapping], pack: Ro
                 "type": row["type"],
                 "media_type": row["media_type"],
                 "uri": artifact_uri(row["id"]) if row["stored"] else row["uri"],
-                "file": core.store.file_in_run(run["id"], row["uri"]) if row["stored"] else None,
+                "file": core.store.file_in_run(run.id, row["uri"]) if row["stored"] else None,
                 "size_bytes": row["size_bytes"],
                 "sha256": row["sha256"],
             }
         )
     return {
         "manifest_version": VERSION,
-        "run_id": run["id"],
-        "task_id": run["task_id"],
-        "issue_id": run["issue_id"],
-        "run_status": run["status"],
-        "ended_at": run["ended_at"].isoformat() if run["ended_at"] is not None else None,
-        "evidence_pack_id": pack["id"] if pack is not None else None,
-        "verdict": pack["verdict"] if pack is not None else None,
+        "run_id": run.id,
+        "task_id": run.task_id,
+        "issue_id": run.issue_id,
+        "run_status": run.status,
+        "ended_at": run.ended_at.isoformat() if run.ended_at is not None else None,
+        "evidence_pack_id": pack.id if pack is not None else None,
+        "verdict": pack.verdict if pack is not None else None,
         "artifacts": entries,
         "total_bytes": sum(e["size_bytes"] or 0 for e in entries if e["file"] is not None),
     }

@@ -19,6 +19,7 @@ from server.core.models import Actor, new_id
 from server.core.review import gates, prover
 from server.core.service import Core
 from server.db import changes
+from server.db.records import EvidencePack, Step
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
@@ -47,7 +48,7 @@ def settle_completion(
         policy=core.settings.review_auto_approve,
         verdicts=core.settings.review_auto_approve_verdicts,
         requires_human=bool(run.get("requires_human", False)),
-        review=gates.gate_of(task, core.settings.max_review_rounds).review,
+        review=gates.gate_of(Step.maybe(task.get("step")), core.settings.max_review_rounds).review,
     )
     run_status: RunStatus
     issue_status: IssueStatus
@@ -194,8 +195,8 @@ def settle_completion(
     )
 
 
-def outcome_of(pack: RowMapping, decision: RowMapping | None) -> results.ReviewOutcome:
-    state = pack["review_state"]
+def outcome_of(pack: EvidencePack, decision: RowMapping | None) -> results.ReviewOutcome:
+    state = pack.review_state
     if state == ReviewState.NOT_REQUIRED:
         return results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
     if state == ReviewState.PENDING or decision is None:

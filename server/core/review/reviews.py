@@ -6,9 +6,9 @@ itself, at completion: policy.py."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import assert_never
+from typing import Any, assert_never
 
-from sqlalchemy import ColumnElement, RowMapping
+from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results, views
@@ -19,6 +19,7 @@ from server.core.models import Actor, Limits, check_text, new_id, parse_enum, pa
 from server.core.review import gates
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import queries
+from server.db.records import EvidencePack, Run, Task
 from server.errors import ErrorCode, JctError, not_found
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
@@ -63,26 +64,26 @@ async def submit_review(
                 pack_id,
                 "Use jct_list_pending_reviews to find packs awaiting a decision.",
             )
-        run = await queries.get_run(conn, pack["run_id"])
-        task = await queries.get_task(conn, pack["task_id"])
+        run = await queries.get_run(conn, pack.run_id)
+        task = await queries.get_task(conn, pack.task_id)
         assert run is not None  # foreign keys
         assert task is not None
-        if core.separation_of_duties and run["actor_id"] == actor.actor_id and not actor.admin:
+        if core.separation_of_duties and run.actor_id == actor.actor_id and not actor.admin:
             raise JctError(
                 ErrorCode.REVIEW_NOT_ALLOWED,
                 "You executed this run, so you may not review it.",
                 "Ask another reviewer (or an admin) to review it.",
             )
-        gate = gates.gate_of(task, core.settings.max_review_rounds)
-        last_run = (task["result"] or {}).get("run_id")
-        overridable = pack["review_state"] == ReviewState.NEEDS_CHANGES and last_run == pack["run_id"]
-        if override_reason is not None and overridable and gates.exhausted(task):
+        gate = gates.gate_of(task.step, core.settings.max_review_rounds)
+        last_run = (task.result or {}).get("run_id")
+        overridable = pack.review_state == ReviewState.NEEDS_CHANGES and last_run == pack.run_id
+        if override_reason is not None and overridable and gates.exhausted(task.error):
             return await _override_exhausted(conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts)
-        gates.check_reviewer(gate, actor, run["actor_id"], override_reason)
+        gates.check_reviewer(gate, actor, run.actor_id, override_reason)
         if not await queries.decide_evidence_pack(conn, pack_id, choice.value):
             raise JctError(
                 ErrorCode.ALREADY_REVIEWED,
-                f"Evidence pack {pack_id} is not awaiting review (state: {pack['review_state']}).",
+                f"Evidence pack {pack_id} is not awaiting review (state: {pack.review_state}).",
                 "Nothing to do; use jct_list_pending_reviews for packs that still need a decision.",
             )
         review_id = new_id()
@@ -98,7 +99,7 @@ async def submit_review(
                 "created_at": ts,
             },
         )
-        trace = task["trace_id"]
+        trace = task.trace_id
         submitted = {"decision": choice.value, "reason": reason}
         if override_reason is not None:
             submitted["override_reason"] = override_reason
@@ -112,82 +113,82 @@ async def submit_review(
         task_status: TaskStatus
         match choice:
             case Decision.APPROVED:
-                run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task["status"])
-                await plan.approve(conn, actor, task["id"])
+                run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task.status)
+                await plan.approve(conn, actor, task.id)
             case Decision.REJECTED:
                 run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
                 await queries.update_task(
                     conn,
-                    task["id"],
+                    task.id,
                     {"status": TaskStatus.FAILED, "error": f"rejected in review: {reason}"},
                     status_in=(TaskStatus.COMPLETED,),
                 )
-                after = {"status": TaskStatus.FAILED, "reason": reason}
+                after: dict[str, Any] = {"status": TaskStatus.FAILED, "reason": reason}
                 audit.append(
-                    audit_row(actor, AuditAction.TASK_REJECTED, EntityKind.TASK, task["id"], completed, after, trace)
+                    audit_row(actor, AuditAction.TASK_REJECTED, EntityKind.TASK, task.id, completed, after, trace)
                 )
-            case Decision.NEEDS_CHANGES if task["review_rounds"] + 1 > gate.max_rounds:
+            case Decision.NEEDS_CHANGES if task.review_rounds + 1 > gate.max_rounds:
                 # The rounds ran out: the task fails, and what depends on it stays blocked (a mission blocker).
-                rounds = task["review_rounds"] + 1
+                rounds = task.review_rounds + 1
                 run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.FAILED, TaskStatus.FAILED
                 error = gates.exhausted_error(rounds, gate, reason)
                 await queries.update_task(
                     conn,
-                    task["id"],
+                    task.id,
                     {"status": TaskStatus.FAILED, "error": error, "review_rounds": rounds},
                     status_in=(TaskStatus.COMPLETED,),
                 )
                 after = {"status": TaskStatus.FAILED, "reason": gates.EXHAUSTED, "rounds": rounds}
                 audit.append(
-                    audit_row(actor, AuditAction.TASK_FAILED, EntityKind.TASK, task["id"], completed, after, trace)
+                    audit_row(actor, AuditAction.TASK_FAILED, EntityKind.TASK, task.id, completed, after, trace)
                 )
             case Decision.NEEDS_CHANGES:
                 run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.READY, TaskStatus.QUEUED
-                rounds = task["review_rounds"] + 1
+                rounds = task.review_rounds + 1
                 await queries.update_task(
                     conn,
-                    task["id"],
+                    task.id,
                     {"status": TaskStatus.QUEUED, "completed_at": None, "claimed_at": None, "review_rounds": rounds},
                     status_in=(TaskStatus.COMPLETED,),
                 )
                 after = {"status": TaskStatus.QUEUED, "reason": "review asked for changes", "rounds": rounds}
                 audit.append(
-                    audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task["id"], completed, after, trace)
+                    audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task.id, completed, after, trace)
                 )
-                if task["issue_id"] is not None:
+                if task.issue_id is not None:
                     version = await versions.with_feedback(
                         conn,
-                        task["issue_id"],
+                        task.issue_id,
                         ts,
                         decision=choice.value,
                         reason=reason,
                         reviewer_id=actor.actor_id,
                         reviewer_name=reviewer_name,
-                        run_id=run["id"],
-                        verdict=pack["verdict"],
+                        run_id=run.id,
+                        verdict=pack.verdict,
                     )
             case _:
                 assert_never(choice)
-        await queries.update_run(conn, run["id"], {"status": run_status}, status_in=(RunStatus.UNDER_REVIEW,))
+        await queries.update_run(conn, run.id, {"status": run_status}, status_in=(RunStatus.UNDER_REVIEW,))
         audit.append(
             audit_row(
                 actor,
                 AuditAction.run_moved(run_status),
                 EntityKind.RUN,
-                run["id"],
+                run.id,
                 {"status": RunStatus.UNDER_REVIEW},
                 {"status": run_status},
                 trace,
             )
         )
-        if task["issue_id"] is not None:
-            await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
-            audit.append(issue_moved(actor, task["issue_id"], issue_status, trace))
+        if task.issue_id is not None:
+            await queries.update_issue(conn, task.issue_id, {"status": issue_status, "updated_at": ts})
+            audit.append(issue_moved(actor, task.issue_id, issue_status, trace))
         await queries.insert_audit(conn, audit)
     return results.ReviewSubmitted(
         review_id=review_id,
         decision=choice.value,
-        issue_status=issue_status if task["issue_id"] is not None else None,
+        issue_status=issue_status if task.issue_id is not None else None,
         run_status=run_status,
         task_status=task_status,
         context_packet_version=version,
@@ -197,9 +198,9 @@ async def submit_review(
 async def _override_exhausted(
     conn: AsyncConnection,
     actor: Actor,
-    pack: RowMapping,
-    run: RowMapping,
-    task: RowMapping,
+    pack: EvidencePack,
+    run: Run,
+    task: Task,
     reason: str,
     reviewer_name: str,
     override_reason: str,
@@ -207,29 +208,29 @@ async def _override_exhausted(
 ) -> results.ReviewSubmitted:
     """An admin approves the last work of a task whose rounds of changes ran out: the needs_changes decision
     becomes an approval (the audit log keeps both, and why), the task completes, and what waits for it may go."""
-    if not await queries.override_evidence_pack(conn, pack["id"]):
+    if not await queries.override_evidence_pack(conn, pack.id):
         raise JctError(
             ErrorCode.ALREADY_REVIEWED,
-            f"Evidence pack {pack['id']} was decided again meanwhile.",
+            f"Evidence pack {pack.id} was decided again meanwhile.",
             "Read it with jct_get_evidence before deciding again.",
         )
     reviewer = {"actor_kind": actor.actor_kind, "actor_id": actor.actor_id, "name": reviewer_name}
     decision = {"decision": Decision.APPROVED, "reason": reason, "reviewer": reviewer, "created_at": ts}
-    review_id = await queries.replace_review_decision(conn, pack["id"], decision)
+    review_id = await queries.replace_review_decision(conn, pack.id, decision)
     failed = {"status": TaskStatus.FAILED}
     await queries.update_task(
-        conn, task["id"], {"status": TaskStatus.COMPLETED, "error": None}, status_in=(TaskStatus.FAILED,)
+        conn, task.id, {"status": TaskStatus.COMPLETED, "error": None}, status_in=(TaskStatus.FAILED,)
     )
-    await queries.update_run(conn, run["id"], {"status": RunStatus.DONE}, status_in=(RunStatus.NEEDS_CHANGES,))
-    trace = task["trace_id"]
+    await queries.update_run(conn, run.id, {"status": RunStatus.DONE}, status_in=(RunStatus.NEEDS_CHANGES,))
+    trace = task.trace_id
     overridden = {"decision": Decision.APPROVED, "reason": reason, "override_reason": override_reason}
     audit = [
-        audit_row(actor, AuditAction.REVIEW_OVERRIDDEN, EntityKind.EVIDENCE_PACK, pack["id"], None, overridden, trace),
+        audit_row(actor, AuditAction.REVIEW_OVERRIDDEN, EntityKind.EVIDENCE_PACK, pack.id, None, overridden, trace),
         audit_row(
             actor,
             AuditAction.TASK_COMPLETED,
             EntityKind.TASK,
-            task["id"],
+            task.id,
             failed,
             {"status": TaskStatus.COMPLETED, "override_reason": override_reason},
             trace,
@@ -238,21 +239,21 @@ async def _override_exhausted(
             actor,
             AuditAction.run_moved(RunStatus.DONE),
             EntityKind.RUN,
-            run["id"],
+            run.id,
             {"status": RunStatus.NEEDS_CHANGES},
             {"status": RunStatus.DONE},
             trace,
         ),
     ]
-    if task["issue_id"] is not None:
-        await queries.update_issue(conn, task["issue_id"], {"status": IssueStatus.DONE, "updated_at": ts})
-        audit.append(issue_moved(actor, task["issue_id"], IssueStatus.DONE, trace))
+    if task.issue_id is not None:
+        await queries.update_issue(conn, task.issue_id, {"status": IssueStatus.DONE, "updated_at": ts})
+        audit.append(issue_moved(actor, task.issue_id, IssueStatus.DONE, trace))
     await queries.insert_audit(conn, audit)
-    await plan.approve(conn, actor, task["id"])
+    await plan.approve(conn, actor, task.id)
     return results.ReviewSubmitted(
         review_id=review_id,
         decision=Decision.APPROVED,
-        issue_status=IssueStatus.DONE if task["issue_id"] is not None else None,
+        issue_status=IssueStatus.DONE if task.issue_id is not None else None,
         run_status=RunStatus.DONE,
         task_status=TaskStatus.COMPLETED,
     )

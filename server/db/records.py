@@ -1,0 +1,183 @@
+"""The rows the services read, as frozen typed records: validated once, where the row is read (`Task.of(row)`).
+
+One class per table the services reason about (a task, its run, the run's evidence pack) and the workflow step a
+task carries out, with its gate. Columns keep their names; ids are the NewTypes below. JSON columns stay plain
+JSON (`JsonObject`): what they hold is the business of the code that writes them, except a task's step, which
+is read as a `Step`.
+
+Pydantic validates a row in one call (faster than building a frozen dataclass field by field: bench/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal, NewType, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TaskId = NewType("TaskId", str)
+RunId = NewType("RunId", str)
+IssueId = NewType("IssueId", str)
+EvidencePackId = NewType("EvidencePackId", str)
+
+# A JSON object column as stored (what it holds is the writer's business).
+JsonObject = dict[str, Any]
+Review = Literal["auto", "agent", "human"]
+
+
+class Frozen(BaseModel):
+    """Validated once, then read by attribute."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def of(cls, row: Mapping[Any, Any]) -> Self:
+        return cls.model_validate(row)
+
+    @classmethod
+    def maybe(cls, row: Mapping[Any, Any] | None) -> Self | None:
+        return None if row is None else cls.model_validate(row)
+
+
+class Record(Frozen):
+    """A row read from the database."""
+
+    def columns(self) -> JsonObject:
+        """The row again, column by column, as the response shapes validate it (server/core/views.py)."""
+        return dict(self)
+
+
+# --- a workflow step and its gate ---------------------------------------------------------
+
+
+class StepOutput(Frozen):
+    """An output the step declares: the prover checks it at completion."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+
+    name: str
+    type: str
+    required: bool = True
+    # `schema` would shadow a BaseModel attribute: the field is `schema_`, stored as `schema`.
+    schema_: JsonObject | None = Field(None, alias="schema")
+
+
+class Gate(Frozen):
+    """Who may approve a step's work (`review`) and how many rounds of changes it gets (server/core/review/gates.py)."""
+
+    review: Review = "auto"
+    max_rounds: int | None = None
+
+
+class Step(Frozen):
+    """The workflow step a task carries out, as fixed when its mission started (tasks.step)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    workflow: str | None = None
+    version: str | None = None
+    step: str | None = None
+    depends_on: tuple[str, ...] = ()
+    outputs: tuple[StepOutput, ...] = ()
+    review: Review = "auto"
+    max_rounds: int | None = None
+
+    @property
+    def gate(self) -> Gate:
+        return Gate(review=self.review, max_rounds=self.max_rounds)
+
+    def stored(self) -> JsonObject:
+        """The step as it is stored (and shown): the keys it was written with, no more."""
+        stored: JsonObject = self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return stored
+
+
+# --- tasks, runs, evidence ---------------------------------------------------------------
+
+
+class Task(Record):
+    id: TaskId
+    operation: str
+    objective: str
+    target_repo: str
+    target_ref: str
+    target_path: str
+    priority: str
+    time_budget_seconds: int
+    status: str
+    attempts: int
+    max_attempts: int
+    idempotency_key: str | None = None
+    idempotency_scope: str | None = None
+    request_hash: str | None = None
+    trace_id: str
+    issue_id: IssueId | None = None
+    constraint_snapshot_id: str | None = None
+    requested_by: str
+    active_run_id: RunId | None = None
+    queued_at: datetime
+    claimed_at: datetime | None = None
+    completed_at: datetime | None = None
+    result: JsonObject | None = None
+    error: str | None = None
+    mission_id: str | None = None
+    phase: int | None = None
+    blockers: int = 0
+    approved_at: datetime | None = None
+    step: Step | None = None
+    review_rounds: int = 0
+
+    def columns(self) -> JsonObject:
+        data = dict(self)
+        data["step"] = self.step.stored() if self.step is not None else None
+        return data
+
+
+class Run(Record):
+    id: RunId
+    task_id: TaskId
+    issue_id: IssueId | None = None
+    mode: str
+    executor: dict[str, str]
+    actor_id: str
+    principal: str = ""
+    claim_session: str | None = None
+    requires_human: bool = False
+    status: str
+    attempt: int
+    lease_expires_at: datetime | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    summary: str | None = None
+    outputs: JsonObject | None = None
+    telemetry: JsonObject | None = None
+    failure: JsonObject | None = None
+    artifact_root_uri: str
+    base_commit: str | None = None
+    files_changed: JsonObject | None = None
+    budget_ends_at: datetime | None = None
+
+
+class FencedRun(Run):
+    """The run a refused fence looked for, with what the fence checked worked out by its clock."""
+
+    lease_live: bool
+    active: bool
+
+
+class EvidencePack(Record):
+    id: EvidencePackId
+    run_id: RunId
+    task_id: TaskId
+    issue_id: IssueId | None = None
+    verdict: str
+    verdict_reason: str
+    checks: list[JsonObject]
+    criteria_results: list[JsonObject]
+    evidence_collected: list[JsonObject]
+    evidence_missing: list[str]
+    prover_id: str
+    unexpected_files: list[str] | None = None
+    review_state: str
+    created_at: datetime
