@@ -5,16 +5,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, NewType, TypeVar
+from typing import Literal, TypeVar
 
 from server.core.text import has_control
 from server.errors import invalid
-
-TaskId = NewType("TaskId", str)
-RunId = NewType("RunId", str)
-IssueId = NewType("IssueId", str)
-EvidencePackId = NewType("EvidencePackId", str)
-ArtifactId = NewType("ArtifactId", str)
 
 ActorKind = Literal["agent", "human", "system"]
 E = TypeVar("E", bound=StrEnum)

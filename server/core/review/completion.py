@@ -22,6 +22,7 @@ from server.core.service import Core
 from server.core.text import parse_json, storable
 from server.db import changes, queries
 from server.db.leases import Fence
+from server.db.records import Step
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import ArtifactType
 
@@ -58,7 +59,7 @@ async def complete_task(
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Completion]:
         task, run = facts.task, facts.run
         criteria = facts.acceptance_criteria
-        declared = declared_outputs(task.get("step"))
+        declared = declared_outputs(Step.maybe(task.get("step")))
         json_titles = {output.name for output in declared if output.type == prover.JSON_OUTPUT}
         evidence = prover.prove(
             prover.ProverInput(
@@ -113,14 +114,11 @@ async def complete_task(
     return recorded
 
 
-def declared_outputs(step: Mapping[str, Any] | None) -> tuple[prover.DeclaredOutput, ...]:
+def declared_outputs(step: Step | None) -> tuple[prover.DeclaredOutput, ...]:
     """The outputs a workflow step declares (kept on its task when the mission started)."""
-    if not step:
+    if step is None:
         return ()
-    return tuple(
-        prover.DeclaredOutput(o["name"], o["type"], bool(o.get("required", True)), o.get("schema"))
-        for o in step.get("outputs", [])
-    )
+    return tuple(prover.DeclaredOutput(o.name, o.type, o.required, o.schema_) for o in step.outputs)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from server.core.service import Core
 from server.core.text import one_line
 from server.core.workflows.definitions import Catalog, Workflow, fill, levels
 from server.db import missions as q
+from server.db.records import Gate, Step, StepOutput
 from server.errors import invalid
 
 MAX_INPUTS = 20
@@ -90,24 +91,27 @@ def _example(workflow: Workflow) -> str:
 
 def step_record(workflow: Workflow, step: Mapping[str, Any], max_rounds: int) -> dict[str, Any]:
     """What a task keeps of its step: enough for the prover (outputs) and the review (gate), fixed at start."""
-    gate = step.get("gate", {})
-    return {
-        "workflow": workflow.name,
-        "version": workflow.version,
-        "step": step["id"],
-        "depends_on": list(step.get("depends_on", [])),
-        "outputs": [
-            {
-                "name": output["name"],
-                "type": output["type"],
-                "required": output.get("required", True),
-                **({"schema": output["schema"]} if "schema" in output else {}),
-            }
+    gate = Gate.model_validate(step.get("gate", {}))
+    record = Step(
+        workflow=workflow.name,
+        version=workflow.version,
+        step=step["id"],
+        depends_on=tuple(step.get("depends_on", [])),
+        outputs=tuple(
+            StepOutput.model_validate(
+                {
+                    "name": output["name"],
+                    "type": output["type"],
+                    "required": output.get("required", True),
+                    **({"schema": output["schema"]} if "schema" in output else {}),
+                }
+            )
             for output in step.get("outputs", [])
-        ],
-        "review": gate.get("review", "auto"),
-        "max_rounds": gate.get("max_rounds", max_rounds),
-    }
+        ),
+        review=gate.review,
+        max_rounds=max_rounds if gate.max_rounds is None else gate.max_rounds,
+    )
+    return record.stored()
 
 
 def plan(
