@@ -23,7 +23,7 @@ from sqlalchemy.sql.dml import ReturningUpdate
 
 from server.db import rawsqlite
 from server.db import tables as t
-from server.db.records import FencedRun
+from server.db.records import ExpiredRun, FencedRun, RequeuedTask
 from server.db.types import UTCDateTime
 from server.vocab import RunStatus, TaskStatus
 
@@ -131,17 +131,17 @@ async def claimant_run(conn: AsyncConnection, fence: Fence, now: ColumnElement[d
     return FencedRun.maybe((await conn.execute(query.limit(1))).mappings().first())
 
 
-async def expire_run(conn: AsyncConnection, run_id: str, now: ColumnElement[datetime]) -> RowMapping | None:
+async def expire_run(conn: AsyncConnection, run_id: str, now: ColumnElement[datetime]) -> ExpiredRun | None:
     stmt = (
         update(t.runs)
         .where(t.runs.c.id == run_id, t.runs.c.status == RunStatus.RUNNING, t.runs.c.lease_expires_at <= now)
         .values(status=RunStatus.EXPIRED, ended_at=now, failure={"reason": "lease expired"})
         .returning(t.runs.c.id, t.runs.c.task_id, t.runs.c.issue_id, t.runs.c.actor_id)
     )
-    return (await conn.execute(stmt)).mappings().first()
+    return ExpiredRun.maybe((await conn.execute(stmt)).mappings().first())
 
 
-async def requeue_or_fail(conn: AsyncConnection, task_id: str, run_id: str) -> RowMapping | None:
+async def requeue_or_fail(conn: AsyncConnection, task_id: str, run_id: str) -> RequeuedTask | None:
     """One more penalised attempt: back to the queue, or failed once attempts reach max_attempts."""
     exhausted = t.tasks.c.attempts + 1 >= t.tasks.c.max_attempts
     stmt = (
@@ -156,4 +156,4 @@ async def requeue_or_fail(conn: AsyncConnection, task_id: str, run_id: str) -> R
         )
         .returning(t.tasks.c.status, t.tasks.c.attempts, t.tasks.c.trace_id, t.tasks.c.issue_id)
     )
-    return (await conn.execute(stmt)).mappings().first()
+    return RequeuedTask.maybe((await conn.execute(stmt)).mappings().first())

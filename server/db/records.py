@@ -166,6 +166,24 @@ class FencedRun(Run):
     active: bool
 
 
+class ExpiredRun(Record):
+    """A run the sweeper expired."""
+
+    id: RunId
+    task_id: TaskId
+    issue_id: IssueId | None = None
+    actor_id: str
+
+
+class RequeuedTask(Record):
+    """The task of an expired run, back in the queue or failed."""
+
+    status: str
+    attempts: int
+    trace_id: str
+    issue_id: IssueId | None = None
+
+
 class EvidencePack(Record):
     id: EvidencePackId
     run_id: RunId

@@ -31,27 +31,25 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
             run = await leases.expire_run(conn, run_id, ts)
             if run is None:  # completed, released or swept by another process in the meantime
                 continue
-            task = await leases.requeue_or_fail(conn, run["task_id"], run_id)
+            task = await leases.requeue_or_fail(conn, run.task_id, run_id)
             before, expired = {"status": RunStatus.RUNNING}, {"status": RunStatus.EXPIRED}
             audit = [audit_row(SYSTEM, AuditAction.RUN_LEASE_EXPIRED, EntityKind.RUN, run_id, before, expired, None)]
             report.expired += 1
             if task is not None:
-                requeued = task["status"] == TaskStatus.QUEUED
+                requeued = task.status == TaskStatus.QUEUED
                 action = AuditAction.TASK_REQUEUED if requeued else AuditAction.TASK_FAILED
-                after = {"status": task["status"], "attempts": task["attempts"], "reason": "lease expired"}
-                audit.append(
-                    audit_row(SYSTEM, action, EntityKind.TASK, run["task_id"], before, after, task["trace_id"])
-                )
+                after = {"status": task.status, "attempts": task.attempts, "reason": "lease expired"}
+                audit.append(audit_row(SYSTEM, action, EntityKind.TASK, run.task_id, before, after, task.trace_id))
                 if requeued:
                     report.requeued += 1
                 else:
                     report.failed += 1
-                if task["issue_id"] is not None:
+                if task.issue_id is not None:
                     issue_status = IssueStatus.READY if requeued else IssueStatus.FAILED
-                    await queries.update_issue(conn, task["issue_id"], {"status": issue_status, "updated_at": ts})
+                    await queries.update_issue(conn, task.issue_id, {"status": issue_status, "updated_at": ts})
                     moved = AuditAction.issue_moved(issue_status)
                     issue_after = {"status": issue_status}
-                    audit.append(audit_row(SYSTEM, moved, EntityKind.ISSUE, task["issue_id"], None, issue_after, None))
+                    audit.append(audit_row(SYSTEM, moved, EntityKind.ISSUE, task.issue_id, None, issue_after, None))
             await queries.insert_audit(conn, audit)
     return report
 
