@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, RowMapping, String, bindparam, case, func, select, update
+from sqlalchemy import ColumnElement, Float, String, bindparam, case, func, select, update
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningUpdate
