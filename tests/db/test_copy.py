@@ -71,7 +71,12 @@ def source(lived: Lived) -> Core:
 
 async def _live_in(core: Core) -> Lived:
     await tokens.create_token(core, "ci-agent-1", ["worker"])
-    await tokens.create_token(core, "alice", ["reviewer", "admin"])
+    alice_secret, _ = await tokens.create_token(core, "alice", ["reviewer", "admin"])
+    # A dashboard login that logged out (ended_ui_sessions), and the dashboard's form key (server_secrets).
+    opened = await tokens.open_ui_session(core, alice_secret)
+    assert opened is not None
+    await tokens.end_ui_session(core, opened[1])
+    await tokens.form_key(core)
     await tokens.revoke_token(core, "ci-agent-1")
 
     done = await enqueue(core, priority="P1", idempotency_key="nightly-1")
