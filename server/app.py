@@ -38,6 +38,7 @@ from server.notify.hub import NotificationHub
 from server.sessions import SessionGuard, Sessions, session_entry, watch_revocations, watch_unclosed
 from server.shutdown import CountRequests, Drain, Readiness
 from server.ui.app import build_ui
+from server.ui.dashboard import Dashboard
 
 log = logging.getLogger("jct.app")
 
@@ -179,7 +180,12 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         Route("/healthz", healthz, methods=["GET"]),
         # The dashboard (server/ui/): its own login with tokens, so the front door leaves it alone.
         Route("/ui", to_dashboard, methods=["GET"]),
-        Mount("/ui", app=build_ui(core, mcp.hub, sessions, security, tokens_on, settings.login_failures_per_minute)),
+        Mount(
+            "/ui",
+            app=build_ui(
+                Dashboard.build(core, mcp.hub, sessions, security, tokens_on, settings.login_failures_per_minute)
+            ),
+        ),
         Route("/health", healthz, methods=["GET"]),  # seed 003's name for the same liveness answer
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),

@@ -151,6 +151,17 @@ async def _request_id(scope: Scope, receive: Receive) -> str | int | None:
     return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
+async def _rate_limited(scope: Scope, receive: Receive, send: Send, wait: float, what: str) -> None:
+    """429 with Retry-After: `what` was refused for `wait` seconds more."""
+    retry_after = max(1, math.ceil(wait))
+    data = {
+        "error": "rate_limited",
+        "error_description": f"{what}; retry after {retry_after}s.",
+        "retry_after_seconds": retry_after,
+    }
+    await _refuse(scope, receive, send, 429, RpcCode.RATE_LIMITED, data, {"Retry-After": str(retry_after)})
+
+
 async def _refuse(
     scope: Scope,
     receive: Receive,
@@ -218,15 +229,10 @@ class FrontDoor:
             return
         wait = self.limiter.take(user.access_token.client_id)
         if wait > 0:
-            retry_after = max(1, math.ceil(wait))
-            log.info("rate limit: %s must wait %ds", user.access_token.client_id, retry_after)
-            data = {
-                "error": "rate_limited",
-                "error_description": "Too many requests for this token (JCT_RATE_LIMIT_PER_MINUTE); "
-                f"retry after {retry_after}s.",
-                "retry_after_seconds": retry_after,
-            }
-            await _refuse(scope, receive, send, 429, RpcCode.RATE_LIMITED, data, {"Retry-After": str(retry_after)})
+            log.info("rate limit: %s must wait %ds", user.access_token.client_id, max(1, math.ceil(wait)))
+            await _rate_limited(
+                scope, receive, send, wait, "Too many requests for this token (JCT_RATE_LIMIT_PER_MINUTE)"
+            )
             return
         scope["user"] = user
         scope["auth"] = credentials
@@ -248,7 +254,6 @@ class FrontDoor:
         address = conn.client.host if conn.client is not None else ""
         wait = self.strangers.take(address)
         if wait > 0:
-            retry_after = max(1, math.ceil(wait))
             held = self.repeats.due(("unauthenticated", address))
             if held is not None:
                 log.warning(
@@ -258,13 +263,8 @@ class FrontDoor:
                     address or "an unknown address",
                     LOG_INTERVAL,
                 )
-            data = {
-                "error": "rate_limited",
-                "error_description": "Too many requests without a valid token from this address "
-                f"(JCT_UNAUTHENTICATED_PER_MINUTE); retry after {retry_after}s.",
-                "retry_after_seconds": retry_after,
-            }
-            await _refuse(scope, receive, send, 429, RpcCode.RATE_LIMITED, data, {"Retry-After": str(retry_after)})
+            what = "Too many requests without a valid token from this address (JCT_UNAUTHENTICATED_PER_MINUTE)"
+            await _rate_limited(scope, receive, send, wait, what)
             return
         header = conn.headers.get("authorization")
         if header is None or not header.lower().startswith("bearer "):

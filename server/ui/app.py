@@ -7,14 +7,10 @@ on its state."""
 
 from __future__ import annotations
 
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from server.core.service import Core
-from server.notify.hub import NotificationHub
-from server.sessions import Sessions
 from server.ui import forms, pages
 from server.ui.dashboard import HERE, Dashboard
 from server.ui.endpoint import page
@@ -24,14 +20,8 @@ from server.ui.stream import EventStream
 GET, POST = ["GET"], ["POST"]
 
 
-def build_ui(
-    core: Core,
-    hub: NotificationHub,
-    sessions: Sessions,
-    security: TransportSecuritySettings,
-    tokens_on: bool,
-    login_failures_per_minute: int = 10,
-) -> Starlette:
+def build_ui(dashboard: Dashboard) -> Starlette:
+    """The dashboard's routes, each handler reaching `dashboard` through its request's app."""
     routes = [
         Route("/", page(pages.overview), methods=GET),
         Route("/queue", page(pages.queue_page), methods=GET),
@@ -54,5 +44,5 @@ def build_ui(
         Route("/{rest:path}", page(pages.not_found)),
     ]
     app = Starlette(routes=routes)
-    app.state.dashboard = Dashboard.build(core, hub, sessions, security, tokens_on, login_failures_per_minute)
+    app.state.dashboard = dashboard
     return app
