@@ -20,11 +20,23 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
-from sqlalchemy import ColumnElement, Table, bindparam, func, insert, literal, literal_column, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    bindparam,
+    func,
+    insert,
+    literal,
+    literal_column,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningUpdate
@@ -33,14 +45,15 @@ from server.db import leases, missions, queries, rawsqlite
 from server.db import tables as t
 from server.db.engine import Database
 from server.db.leases import Fence
+from server.db.types import UTCDateTime
 
 Values = Mapping[str, Any]
 R = TypeVar("R")
 
 
-# What a completion reads of its task and of the run's artifacts (the prover's input).
+# What a completion reads of its task and of the run's artifacts (the prover's input, and the trace manifest's).
 TASK_FIELDS = ("id", "issue_id", "trace_id", "operation", "target_path", "time_budget_seconds", "mission_id", "step")
-ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri")
+ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri", "media_type", "size_bytes", "sha256")
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,14 @@ class Facts:
     task: dict[str, Any] = field(default_factory=dict)
     acceptance_criteria: tuple[str, ...] = ()
     artifacts: tuple[dict[str, Any], ...] = ()
+    # For a completion: the clock the fence read (the database's on PostgreSQL, the server's on SQLite), read
+    # once at the start of the transaction; `clock()` writes it, so a row and what is told of it agree.
+    now: datetime | None = None
+
+    def clock(self) -> ColumnElement[datetime]:
+        """`now` as a value to write."""
+        assert self.now is not None, "read for a completion only"
+        return literal(self.now, UTCDateTime())
 
 
 @dataclass(frozen=True)
@@ -168,10 +189,11 @@ async def apply(db: Database, fence: Fence, decide: Decide[R], *, completion: bo
 
 def _change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, completion: bool) -> Changed[R] | None:
     """Inside Database.write_in_one_call: fence, facts, decide, write."""
-    run = leases.renew_sqlite(db, fence)
+    now = rawsqlite.server_now()
+    run = leases.renew_sqlite(db, fence, now)
     if run is None:
         return None
-    facts = _facts_sqlite(db, fence.task_id, run) if completion else _facts_of_run_sqlite(db, run)
+    facts = _facts_sqlite(db, fence.task_id, run, now) if completion else _facts_of_run_sqlite(db, run)
     writes, result = decide(facts)
     inserted_id = None
     for write in writes:
@@ -197,7 +219,7 @@ def _facts_of_run_sqlite(db: sqlite3.Connection, run: dict[str, Any]) -> Facts:
     return Facts(run, stored_bytes=int(stored), task={"trace_id": trace_id})
 
 
-def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any]) -> Facts:
+def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any], now: datetime) -> Facts:
     task_sql = f"SELECT {', '.join(TASK_FIELDS)} FROM tasks WHERE id = :id"
     task = rawsqlite.fetch_one(db, t.tasks, task_sql, {"id": task_id})
     assert task is not None  # the fenced run points at it
@@ -216,7 +238,7 @@ def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any]) -> 
         f"SELECT {', '.join(ARTIFACT_FIELDS)} FROM artifacts WHERE run_id = :id ORDER BY created_at",
         {"id": run["id"]},
     )
-    return Facts(run, task=task, acceptance_criteria=criteria, artifacts=tuple(artifacts))
+    return Facts(run, task=task, acceptance_criteria=criteria, artifacts=tuple(artifacts), now=now)
 
 
 # --- PostgreSQL: the fence, the facts, then every write in one statement -------------------------
@@ -260,7 +282,8 @@ async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpd
 
 
 async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
-    """The fence and everything a completion reads, in one statement."""
+    """The fence and everything a completion reads, in one statement; with the database clock, which is the
+    transaction's (now() does not move within one)."""
     run = fenced.cte("run")
     packet, art = t.context_packets, t.artifacts
     criteria = (
@@ -287,6 +310,7 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
             *[t.tasks.c[name].label(f"task__{name}") for name in TASK_FIELDS],
             criteria.label("acceptance_criteria"),
             artifacts.label("artifacts"),
+            type_coerce(func.now(), UTCDateTime()).label("fence_now"),
         )
         .select_from(run)
         .join(t.tasks, t.tasks.c.id == run.c.task_id)
@@ -299,6 +323,7 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
         task={name: row[f"task__{name}"] for name in TASK_FIELDS},
         acceptance_criteria=tuple(row["acceptance_criteria"] or ()),
         artifacts=tuple(row["artifacts"]),
+        now=row["fence_now"],
     )
 
 

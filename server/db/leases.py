@@ -102,10 +102,11 @@ def _sqlite_fence_sql(by_run: bool) -> tuple[str, dict[str, Any]]:
     return str(compiled), {name: value for name, value in compiled.params.items() if value is not None}
 
 
-def renew_sqlite(db: Any, fence: Fence) -> dict[str, Any] | None:
-    """SQLite, on aiosqlite's thread inside the change's transaction: the same fence as plain SQL."""
+def renew_sqlite(db: Any, fence: Fence, now: datetime) -> dict[str, Any] | None:
+    """SQLite, on aiosqlite's thread inside the change's transaction: the same fence as plain SQL, by the
+    server's clock as the change read it (`now`)."""
     sql, constants = _sqlite_fence_sql(fence.run_id is not None)
-    params = constants | fence.params(rawsqlite.server_now())
+    params = constants | fence.params(now)
     for name in ("fence_now", "fence_expires"):
         params[name] = rawsqlite.stored_time(params[name])
     return rawsqlite.fetch_one(db, t.runs, sql, params)

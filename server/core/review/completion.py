@@ -54,9 +54,8 @@ async def complete_task(
         raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
 
     read = await _read_change(core, fence)
-    ts = core.now()
 
-    def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Completion]:
+    def decide(facts: changes.Facts) -> tuple[list[changes.Write], tuple[results.Completion, changes.Facts]]:
         task, run = facts.task, facts.run
         criteria = facts.acceptance_criteria
         declared = declared_outputs(Step.maybe(task.get("step")))
@@ -78,7 +77,7 @@ async def complete_task(
                 verified_commits=read.heads,
             )
         )
-        return policy.settle_completion(
+        writes, done = policy.settle_completion(
             core,
             actor,
             task=task,
@@ -89,9 +88,11 @@ async def complete_task(
             outputs=parsed_outputs,
             error_message=error_message,
             telemetry=checked_telemetry,
-            ts=ts,
+            ts=facts.clock(),  # the clock the transaction read: the manifest's ended_at is the row's
             files_changed=read.files_changed,
         )
+        # The facts go back out: the manifest is written from them after the commit.
+        return writes, (done, facts)
 
     try:
         changed = await changes.apply(core.db, fence, decide, completion=True)
@@ -102,8 +103,9 @@ async def complete_task(
             "Use jct_get_task to see where the task stands.",
         ) from None
     if changed is not None:
-        await manifest.record(core, changed.result.run_id)
-        return changed.result
+        done, facts = changed.result
+        await manifest.record_completion(core, facts, done)
+        return done
     # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
     async with core.db.read() as conn:
         recorded = await _recorded_outcome(core, conn, fence)

@@ -7,15 +7,15 @@ database. The run's page (jct://runs/{id}) serves it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import anyio
-from sqlalchemy import RowMapping
 
+from server.core import results
 from server.core.service import Core
-from server.db import queries
-from server.db.records import EvidencePack, Run
+from server.db import changes, queries
 from server.uris import artifact as artifact_uri
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,18 @@ log = logging.getLogger(__name__)
 VERSION = 1
 
 
-def build(core: Core, run: Run, artifacts: Sequence[RowMapping], pack: EvidencePack | None) -> dict[str, Any]:
+def build(
+    core: Core,
+    run: Mapping[str, Any],
+    artifacts: Sequence[Mapping[Any, Any]],
+    *,
+    run_status: str,
+    ended_at: datetime | None,
+    evidence_pack_id: str | None,
+    verdict: str | None,
+) -> dict[str, Any]:
+    """`run`: its id, task_id and issue_id; `artifacts`: their changes.ARTIFACT_FIELDS, oldest first."""
+    run_id = run["id"]
     entries = []
     for row in artifacts:
         entries.append(
@@ -33,28 +44,47 @@ def build(core: Core, run: Run, artifacts: Sequence[RowMapping], pack: EvidenceP
                 "type": row["type"],
                 "media_type": row["media_type"],
                 "uri": artifact_uri(row["id"]) if row["stored"] else row["uri"],
-                "file": core.store.file_in_run(run.id, row["uri"]) if row["stored"] else None,
+                "file": core.store.file_in_run(run_id, row["uri"]) if row["stored"] else None,
                 "size_bytes": row["size_bytes"],
                 "sha256": row["sha256"],
             }
         )
     return {
         "manifest_version": VERSION,
-        "run_id": run.id,
-        "task_id": run.task_id,
-        "issue_id": run.issue_id,
-        "run_status": run.status,
-        "ended_at": run.ended_at.isoformat() if run.ended_at is not None else None,
-        "evidence_pack_id": pack.id if pack is not None else None,
-        "verdict": pack.verdict if pack is not None else None,
+        "run_id": run_id,
+        "task_id": run["task_id"],
+        "issue_id": run["issue_id"],
+        "run_status": run_status,
+        "ended_at": ended_at.isoformat() if ended_at is not None else None,
+        "evidence_pack_id": evidence_pack_id,
+        "verdict": verdict,
         "artifacts": entries,
         "total_bytes": sum(e["size_bytes"] or 0 for e in entries if e["file"] is not None),
     }
 
 
+async def record_completion(core: Core, facts: changes.Facts, done: results.Completion) -> None:
+    """Write the manifest of the run a completion just ended, from what its transaction read (the run, its
+    artifacts, the clock) and wrote (the run's status, the evidence pack): no read after the commit."""
+
+    def manifest() -> dict[str, Any]:
+        return build(
+            core,
+            facts.run,
+            facts.artifacts,
+            run_status=done.run_status,
+            ended_at=facts.now,
+            evidence_pack_id=done.evidence_pack.id,
+            verdict=done.evidence_pack.verdict,
+        )
+
+    await _write(core, done.run_id, manifest)
+
+
 async def record(core: Core, run_id: str, *, only_if_missing: bool = False) -> None:
-    """Write the run's manifest from what the database holds. Called after the completion committed: a disk
-    that fails here costs the file, never the completion (the page says no manifest was written)."""
+    """Write the run's manifest from what the database holds (a retried completion whose first manifest was
+    lost). Called after the completion committed: a disk that fails here costs the file, never the completion
+    (the page says no manifest was written)."""
     try:
         if only_if_missing and await anyio.to_thread.run_sync(core.store.read_manifest, run_id) is not None:
             return
@@ -64,8 +94,32 @@ async def record(core: Core, run_id: str, *, only_if_missing: bool = False) -> N
                 return
             artifacts = await queries.artifacts_of_run(conn, run_id)
             pack = await queries.evidence_pack_for_run(conn, run_id)
-        manifest = build(core, run, artifacts, pack)
-        await anyio.to_thread.run_sync(core.store.write_manifest, run_id, manifest)
+    except OSError as exc:
+        log.warning("trace manifest of run %s not written: %s", run_id, exc)
+        return
+
+    def manifest() -> dict[str, Any]:
+        return build(
+            core,
+            {"id": run.id, "task_id": run.task_id, "issue_id": run.issue_id},
+            artifacts,
+            run_status=run.status,
+            ended_at=run.ended_at,
+            evidence_pack_id=pack.id if pack is not None else None,
+            verdict=pack.verdict if pack is not None else None,
+        )
+
+    await _write(core, run_id, manifest)
+
+
+async def _write(core: Core, run_id: str, manifest: Callable[[], dict[str, Any]]) -> None:
+    """Build and write the manifest off the event loop; a disk that fails costs the file, logged."""
+
+    def write() -> None:
+        core.store.write_manifest(run_id, manifest())
+
+    try:
+        await anyio.to_thread.run_sync(write)
     except OSError as exc:
         log.warning("trace manifest of run %s not written: %s", run_id, exc)
 
