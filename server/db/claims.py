@@ -84,6 +84,23 @@ def _like_prefix(prefix: str) -> str:
     return escaped + "%"
 
 
+def _next_filters(req: ClaimRequest, *, sqlite: bool) -> tuple[str, dict[str, Any]]:
+    """Claim-next's conditions after `status = 'queued'`, from fixed strings only, and their bound values."""
+    filters = ""
+    values: dict[str, Any] = {}
+    if req.operation is not None:
+        filters += " AND operation = :operation"
+        values["operation"] = req.operation
+    if req.repo_prefix is None:
+        return filters, values
+    if sqlite:
+        # Not LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not. substr() compares exactly.
+        filters += " AND substr(target_repo, 1, :prefix_length) = :repo_prefix"
+        return filters, values | {"prefix_length": len(req.repo_prefix), "repo_prefix": req.repo_prefix}
+    filters += " AND target_repo LIKE :repo_prefix ESCAPE '\\'"
+    return filters, values | {"repo_prefix": _like_prefix(req.repo_prefix)}
+
+
 # {filters} is built from fixed strings only; every value is a bound parameter.
 _PG_CLAIM = """
 WITH picked AS (
@@ -202,13 +219,8 @@ async def _claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str,
         picked = _PG_PICK_ONE
         params["task_id"] = req.task_id
     else:
-        filters = ""
-        if req.operation is not None:
-            filters += " AND operation = :operation"
-            params["operation"] = req.operation
-        if req.repo_prefix is not None:
-            filters += " AND target_repo LIKE :repo_prefix ESCAPE '\\'"
-            params["repo_prefix"] = _like_prefix(req.repo_prefix)
+        filters, values = _next_filters(req, sqlite=False)
+        params |= values
         picked = _PG_PICK_NEXT.format(filters=filters)
     sql = _PG_CLAIM.format(
         picked=picked,
@@ -239,14 +251,8 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
         params["task_id"] = req.task_id
     else:
         # Claim-next: the best queued task (no SKIP LOCKED to need: the write lock admits one claimer at a time).
-        filters = ""
-        if req.operation is not None:
-            filters += " AND operation = :operation"
-            params["operation"] = req.operation
-        if req.repo_prefix is not None:
-            # Not LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not. substr() compares exactly.
-            filters += " AND substr(target_repo, 1, :prefix_length) = :repo_prefix"
-            params |= {"prefix_length": len(req.repo_prefix), "repo_prefix": req.repo_prefix}
+        filters, values = _next_filters(req, sqlite=True)
+        params |= values
         target = (
             f"id = (SELECT id FROM tasks WHERE status = 'queued'{filters} ORDER BY priority, queued_at, id LIMIT 1)"
         )
