@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from mcp.server import MCPServer
@@ -51,10 +51,39 @@ COMPLETERS: dict[str, tuple[str, EntityKind]] = {
     MISSION: ("mission_id", EntityKind.MISSION),
 }
 
+# Each Markdown template's title (its name is the title in lower case) and description.
+PAGES: dict[str, tuple[str, str]] = {
+    TASK: ("Task", "A task: status, target, objective, outcome, and its runs with verdicts and reviews."),
+    ISSUE: (
+        "Issue briefing",
+        "Everything to start work: objective and acceptance criteria first, then context (summary, prior art, "
+        "files of interest), constraints, doctrine, all review feedback so far, and the issue's tasks.",
+    ),
+    RUN: (
+        "Run",
+        "A run: status, executor, lease, verdict and review, artifacts (with jct://artifacts URIs), progress events.",
+    ),
+    EVIDENCE: (
+        "Evidence pack",
+        "The prover's verdict, each check, each acceptance criterion with cited artifacts, missing "
+        "evidence, and the review state.",
+    ),
+    MISSION: (
+        "Mission",
+        "A mission: goal, phases with progress, open blockers, decisions so far, the tasks claimable next.",
+    ),
+    WORKFLOW: ("Workflow", "A workflow definition: inputs, and each step's objective, instructions, outputs and gate."),
+    uris.DOCTRINE: (
+        "Doctrine",
+        "Standing guidance by name (myorg/code-style) that briefings carry, and which tasks get it.",
+    ),
+}
+
 # A malformed id is as absent as an unknown one: both are the client's resource-not-found.
 _NOT_FOUND = NOT_FOUND | {ErrorCode.INVALID_ARGUMENT}
 
 T = TypeVar("T")
+_Read = TypeVar("_Read", bound=Callable[..., Awaitable[str]])
 
 
 def _resource_error(uri: str, exc: JctError) -> ResourceError:
@@ -123,38 +152,22 @@ def _register_fixed(server: MCPServer[Any], core: Core) -> None:
         return render.pending_reviews_page(page, stats.pending_reviews)
 
 
+def _page(server: MCPServer[Any], uri: str) -> Callable[[_Read], _Read]:
+    """A template read as Markdown, as PAGES describes it."""
+    title, description = PAGES[uri]
+    return server.resource(uri, name=title.lower(), title=title, description=description, mime_type=MARKDOWN)
+
+
 def _register_templates(server: MCPServer[Any], core: Core) -> None:
-    @server.resource(
-        TASK,
-        name="task",
-        title="Task",
-        description="A task: status, target, objective, outcome, and its runs with verdicts and reviews.",
-        mime_type=MARKDOWN,
-    )
+    @_page(server, TASK)
     async def read_task(task_id: str) -> str:
         return render.task_page(await _guard(uris.task(task_id), pages.task_page(core, task_id)))
 
-    @server.resource(
-        ISSUE,
-        name="issue briefing",
-        title="Issue briefing",
-        description=(
-            "Everything to start work: objective and acceptance criteria first, then context (summary, prior art, "
-            "files of interest), constraints, doctrine, all review feedback so far, and the issue's tasks."
-        ),
-        mime_type=MARKDOWN,
-    )
+    @_page(server, ISSUE)
     async def read_issue(issue_id: str) -> str:
         return briefing.issue_briefing(await _guard(uris.issue(issue_id), pages.issue_brief(core, issue_id)))
 
-    @server.resource(
-        RUN,
-        name="run",
-        title="Run",
-        description="A run: status, executor, lease, verdict and review, artifacts (with jct://artifacts URIs), "
-        "progress events.",
-        mime_type=MARKDOWN,
-    )
+    @_page(server, RUN)
     async def read_run(run_id: str) -> str:
         return render.run_page(await _guard(uris.run(run_id), pages.run_page(core, run_id)))
 
@@ -174,37 +187,18 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
             raise _resource_error(uris.run_diff(run_id), exc) from None
         return f"# {read.repo}: {read.base} .. {read.head or 'the working tree'}\n{read.text}"
 
-    @server.resource(
-        EVIDENCE,
-        name="evidence pack",
-        title="Evidence pack",
-        description="The prover's verdict, each check, each acceptance criterion with cited artifacts, missing "
-        "evidence, and the review state.",
-        mime_type=MARKDOWN,
-    )
+    @_page(server, EVIDENCE)
     async def read_evidence(evidence_pack_id: str) -> str:
         uri = uris.evidence(evidence_pack_id)
         return render.evidence_page(await _guard(uri, pages.evidence_page(core, evidence_pack_id)))
 
-    @server.resource(
-        MISSION,
-        name="mission",
-        title="Mission",
-        description="A mission: goal, phases with progress, open blockers, decisions so far, the tasks claimable next.",
-        mime_type=MARKDOWN,
-    )
+    @_page(server, MISSION)
     async def read_mission(mission_id: str) -> str:
         uri = uris.mission(mission_id)
         view = await _guard(uri, mission_status.get_mission(core, mission_id, include=["tasks"]))
         return mission_page.mission_page(view)
 
-    @server.resource(
-        WORKFLOW,
-        name="workflow",
-        title="Workflow",
-        description="A workflow definition: inputs, and each step's objective, instructions, outputs and gate.",
-        mime_type=MARKDOWN,
-    )
+    @_page(server, WORKFLOW)
     async def read_workflow(name: str) -> str:
         try:
             found = core.workflows.catalog().get(name)
@@ -212,13 +206,7 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
             raise ResourceNotFoundError(f"Unknown resource {uris.workflow(name)}: {exc.message}") from None
         return workflow_page.workflow_page(found)
 
-    @server.resource(
-        uris.DOCTRINE,
-        name="doctrine",
-        title="Doctrine",
-        description="Standing guidance by name (myorg/code-style) that briefings carry, and which tasks get it.",
-        mime_type=MARKDOWN,
-    )
+    @_page(server, uris.DOCTRINE)
     async def read_doctrine(namespace: str, name: str) -> str:
         ref = f"{namespace}/{name}"
         shown = await _guard(uris.doctrine(ref), doctrine.show(core, ref))
