@@ -229,12 +229,13 @@ PRIORITIES = {
 
 
 def enqueue(request: str, allowed_prefixes: Sequence[str], queued: results.TaskList) -> str:
-    repos = f" It must start with one of: {', '.join(allowed_prefixes)}." if allowed_prefixes else ""
+    repos = _allowed(" It must start with", allowed_prefixes)
     lines = [
-        "Turn the request below into well-formed JCT tasks and enqueue each with jct_enqueue_task.",
-        "",
-        *_quoted("Request", request),
-        "",
+        *_opening(
+            "Turn the request below into well-formed JCT tasks and enqueue each with jct_enqueue_task.",
+            "Request",
+            request,
+        ),
         "Each task is one independently reviewable change: split the request into several if it bundles "
         "unrelated work, and keep one task when it is a single change. If something essential is unclear "
         "(which repository, what done means), ask before enqueuing.",
@@ -270,12 +271,9 @@ def enqueue(request: str, allowed_prefixes: Sequence[str], queued: results.TaskL
 
 
 def plan(goal: str, allowed_prefixes: Sequence[str], active: results.MissionList) -> str:
-    repos = f" Repositories must start with one of: {', '.join(allowed_prefixes)}." if allowed_prefixes else ""
+    repos = _allowed(" Repositories must start with", allowed_prefixes)
     lines = [
-        "Plan the goal below as one JCT mission and create it with jct_create_mission.",
-        "",
-        *_quoted("Goal", goal),
-        "",
+        *_opening("Plan the goal below as one JCT mission and create it with jct_create_mission.", "Goal", goal),
         "How a mission runs: its phases run in order, and a task is claimable only once every task it "
         "depends_on and every task of the earlier phases is approved; until then it is blocked. Agents record "
         'decisions with jct_report_progress(kind="decision"), and every later task of the mission reads them in '
@@ -300,9 +298,14 @@ def plan(goal: str, allowed_prefixes: Sequence[str], active: results.MissionList
     return "\n".join(lines + _existing("Active missions (do not plan one of these again):", existing))
 
 
-def _quoted(label: str, text: str) -> list[str]:
-    """The requester's words, clipped, between triple quotes."""
-    return [f"{label}:", '"""', clip(text, REQUEST_CHARS, "ask the requester for the rest"), '"""']
+def _allowed(lead: str, allowed_prefixes: Sequence[str]) -> str:
+    """The sentence naming the repository prefixes JCT accepts; nothing when any repository goes."""
+    return f"{lead} one of: {', '.join(allowed_prefixes)}." if allowed_prefixes else ""
+
+
+def _opening(instruction: str, label: str, text: str) -> list[str]:
+    """What the model is to do, then the requester's words, clipped, between triple quotes."""
+    return [instruction, "", f"{label}:", '"""', clip(text, REQUEST_CHARS, "ask the requester for the rest"), '"""', ""]
 
 
 def _existing(heading: str, entries: list[str]) -> list[str]:
