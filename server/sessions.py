@@ -30,9 +30,11 @@ from typing import Any, Literal
 from urllib.parse import parse_qs
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.taskgroup import HeldTaskGroup
 
 log = logging.getLogger("jct.sessions")
 
@@ -62,7 +64,7 @@ class Sessions:
     total: int
     clock: Callable[[], float] = time.monotonic
     _entries: dict[str, Entry] = field(default_factory=dict)
-    _closing: TaskGroup | None = None
+    _closing: HeldTaskGroup = field(default_factory=HeldTaskGroup)
     _numbers: Iterator[int] = field(default_factory=count)
     # Session id -> the token of a close request the database kept JCT from checking.
     _unclosed: dict[str, str] = field(default_factory=dict)
@@ -158,20 +160,14 @@ class Sessions:
         self._entries.pop(entry.key, None)
         if not quiet:
             log.info("closing %s %s of %s: %s", entry.kind, entry.key, entry.principal, why)
-        if self._closing is not None:
-            self._closing.start_soon(entry.close)
+        if self._closing.group is not None:
+            self._closing.group.start_soon(entry.close)
         else:  # no task group (the app's lifespan is not running): nothing left to close
             log.debug("no task group to close %s in", entry.key)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own the task group closings run in, until cancelled."""
-        async with anyio.create_task_group() as tg:
-            self._closing = tg
-            task_status.started()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._closing = None
+        await self._closing.run(task_status=task_status)
 
     # --- streams this module holds open itself -----------------------------------------------
 

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -30,6 +30,7 @@ from server import sdk
 from server import uris as pages
 from server.metrics import Metrics
 from server.notify.changes import Changes
+from server.taskgroup import HeldTaskGroup
 
 log = logging.getLogger(__name__)
 SEND_DEADLINE = 5.0
@@ -52,7 +53,7 @@ class NotificationHub:
         # connection -> URIs it subscribed to; connections that used resources/* hear list_changed.
         self._subscriptions: weakref.WeakKeyDictionary[Connection, set[str]] = weakref.WeakKeyDictionary()
         self._seen: weakref.WeakSet[Connection] = weakref.WeakSet()
-        self._senders: TaskGroup | None = None
+        self._senders = HeldTaskGroup()
         # Open dashboard streams (server/ui/): each hears every batch of changed URIs.
         self._watchers: set[MemoryObjectSendStream[frozenset[str]]] = set()
 
@@ -98,13 +99,7 @@ class NotificationHub:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own the task group legacy sends run in, until cancelled: the feed hands sends over and
         moves on, so a subscriber that stops reading delays nobody but itself."""
-        async with anyio.create_task_group() as tg:
-            self._senders = tg
-            task_status.started()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._senders = None
+        await self._senders.run(task_status=task_status)
 
     @asynccontextmanager
     async def watch(self) -> AsyncIterator[MemoryObjectReceiveStream[frozenset[str]]]:
@@ -140,9 +135,9 @@ class NotificationHub:
             ]
         if changes.list_changed:
             sends += [(connection, "notifications/resources/list_changed", None) for connection in list(self._seen)]
-        if self._senders is not None:
+        if self._senders.group is not None:
             for send in sends:
-                self._senders.start_soon(self._send, *send, started)
+                self._senders.group.start_soon(self._send, *send, started)
             return
         # No sender group (an in-process server without the background tasks): send here.
         async with anyio.create_task_group() as tg:
