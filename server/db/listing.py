@@ -41,30 +41,6 @@ def _past(after: tuple[str, datetime, str]) -> ColumnElement[bool]:
     return tuple_(*_CLAIM_ORDER) > bound
 
 
-def _in_claim_order(
-    status: str,
-    operation: str | None,
-    after: tuple[str, datetime, str] | None,
-    limit: int,
-    repo: str | None = None,
-    mission_id: str | None = None,
-) -> Select[Any]:
-    """One status's tasks: ix_tasks_status_priority_queued_at_id, or with an operation
-    ix_tasks_operation_status_priority_queued_at_id; an index walk from the cursor that stops at `limit`.
-    A repository prefix or a mission (the dashboard's filters) is checked along the same walk."""
-    tasks = t.tasks
-    query = select(tasks).where(tasks.c.status == status)
-    if operation is not None:
-        query = query.where(tasks.c.operation == operation)
-    if repo is not None:
-        query = query.where(tasks.c.target_repo.startswith(repo, autoescape=True))
-    if mission_id is not None:
-        query = query.where(tasks.c.mission_id == mission_id)
-    if after is not None:
-        query = query.where(_past(after))
-    return query.order_by(*_CLAIM_ORDER).limit(limit)
-
-
 async def list_tasks(
     conn: AsyncConnection,
     statuses: Sequence[str],
@@ -80,11 +56,28 @@ async def list_tasks(
     Several statuses (the listing's "all") are merged from one index walk per status, each at most
     `limit` long: no index orders every task by (priority, queued_at, id) alone, and adding one would tax
     every claim and completion. A page costs the same at page 1 and page 10,000, at 1k tasks and 1M."""
+
+    def in_claim_order(status: str) -> Select[Any]:
+        """One status's tasks: ix_tasks_status_priority_queued_at_id, or with an operation
+        ix_tasks_operation_status_priority_queued_at_id; an index walk from the cursor that stops at `limit`.
+        A repository prefix or a mission (the dashboard's filters) is checked along the same walk."""
+        tasks = t.tasks
+        query = select(tasks).where(tasks.c.status == status)
+        if operation is not None:
+            query = query.where(tasks.c.operation == operation)
+        if repo is not None:
+            query = query.where(tasks.c.target_repo.startswith(repo, autoescape=True))
+        if mission_id is not None:
+            query = query.where(tasks.c.mission_id == mission_id)
+        if after is not None:
+            query = query.where(_past(after))
+        return query.order_by(*_CLAIM_ORDER).limit(limit)
+
     query: Select[Any]
     if len(statuses) == 1:
-        query = _in_claim_order(statuses[0], operation, after, limit, repo, mission_id)
+        query = in_claim_order(statuses[0])
     else:
-        walks = [_in_claim_order(status, operation, after, limit, repo, mission_id).subquery() for status in statuses]
+        walks = [in_claim_order(status).subquery() for status in statuses]
         merged = union_all(*(select(walk) for walk in walks)).subquery()
         query = select(merged).order_by(merged.c.priority, merged.c.queued_at, merged.c.id).limit(limit)
     rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
