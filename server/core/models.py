@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal, TypeVar
 
@@ -127,3 +128,17 @@ def _type_name(value: object) -> str:
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+def parse_moment(value: str | None, field: str) -> datetime | None:
+    """An ISO 8601 time a client sends (a filter's `since`), in UTC when it names no zone; None stays None."""
+    if value is None:
+        return None
+    check_text(value, field, 64, single_line=True)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise invalid(
+            f"{field} {value!r} is not an ISO 8601 time.", f"Write {field} like 2026-01-31T12:00:00Z."
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -137,6 +137,15 @@ CASES: dict[str, tuple[Callable[[World], tuple[str, dict[str, Any]]], str]] = {
         ),
         "control characters",
     ),
+    # A mission's `since` echoed whole into its error (the fuzzer found a 120 kB answer).
+    "a huge mission since": (
+        lambda w: ("jct_get_mission", {"mission_id": UUID, "since": "\u00e9" * 20_000}),
+        "since is 20000 characters",
+    ),
+    "a mission since that is not a time": (
+        lambda w: ("jct_get_mission", {"mission_id": UUID, "since": "yesterday"}),
+        "is not an ISO 8601 time",
+    ),
     "a long repo_prefix": (lambda w: ("jct_claim_next", {"repo_prefix": "r" * 513}), "repo_prefix is 513"),
     "an unknown decision": (
         lambda w: ("jct_submit_review", {"evidence_pack_id": w.pack, "decision": "maybe", "reason": "ok"}),

@@ -11,7 +11,7 @@ from sqlalchemy import RowMapping
 
 from server.core import results as r
 from server.core.missions.graph import mission_not_found
-from server.core.models import parse_enum, parse_id
+from server.core.models import parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q
 from server.errors import invalid
@@ -36,7 +36,7 @@ async def get_mission(
     wanted = set(include or ())
     if wanted - INCLUDES:
         raise invalid(f"include {sorted(wanted - INCLUDES)} is not known.", "include may name: tasks.")
-    after = _since(since)
+    after = parse_moment(since, "since")
     async with core.db.read() as conn:
         mission = await q.get_mission(conn, mission_id)
         if mission is None:
@@ -63,16 +63,6 @@ async def get_mission(
         decisions=[r.DecisionView.model_validate(d) for d in decisions],
         tasks=[task for task in shown if phase is None or task.phase == phase] if "tasks" in wanted else None,
     )
-
-
-def _since(since: str | None) -> datetime | None:
-    if since is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(since)
-    except (TypeError, ValueError):
-        raise invalid(f"since {since!r} is not an ISO 8601 time.", "e.g. 2026-11-22T10:00:00Z") from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _task(task: RowMapping, depends: Mapping[str, list[str]]) -> r.MissionTask:

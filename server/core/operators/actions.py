@@ -16,7 +16,7 @@ from server.core import results as r
 from server.core import views
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import versions
-from server.core.models import Actor, Limits, check_text, parse_enum, parse_id
+from server.core.models import Actor, Limits, check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import missions as mission_rows
 from server.db import operators as q
@@ -297,19 +297,6 @@ def _at(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _moment(value: str | None, field: str) -> datetime | None:
-    if value is None:
-        return None
-    check_text(value, field, 64, single_line=True)
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise invalid(
-            f"{field} {value[:64]!r} is not an ISO 8601 time.", f"Write {field} like 2026-01-31T12:00:00Z."
-        ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 async def search_audit(
     core: Core,
     *,
@@ -328,7 +315,7 @@ async def search_audit(
     if action is not None:
         action = parse_enum(AuditAction, action, "action").value
     kind = parse_enum(EntityKind, entity_kind, "entity_kind").value if entity_kind is not None else None
-    start, end = _moment(since, "since"), _moment(until, "until")
+    start, end = parse_moment(since, "since"), parse_moment(until, "until")
     before_id = None
     if cursor is not None:
         (before_id,) = decode_cursor(cursor, "serial")
