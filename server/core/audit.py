@@ -25,6 +25,8 @@ class AuditAction(StrEnum):
     TASK_PRIORITY_SET = "task.priority_set"
     # Its last dependency (or the phase before its own) was approved: claimable now.
     TASK_UNBLOCKED = "task.unblocked"
+    # A task joined a phase before its own that was done: it waits for that phase again.
+    TASK_BLOCKED = "task.blocked"
     RUN_PROGRESS = "run.progress"
     RUN_LEASE_EXPIRED = "run.lease_expired"
     RUN_DONE = "run.done"

@@ -1,12 +1,18 @@
 """A mission's statements: storing its graph, and what an approval unblocks (DESIGN section 11).
 
-A blocked task counts its `blockers`: its dependencies not yet approved, plus one while the phase before its
-own is not done (every task of it approved). An approval (`approval_steps`) marks the task approved, takes one
-blocker from each task that depends on it and, when it was the last task of its phase to be approved, one from
-each task of the next phase; a task whose count reaches 0 becomes queued, in the same transaction. Counting
-happens in the rows themselves (`UPDATE ... SET blockers = blockers - 1`), so concurrent approvals serialise on
-the rows they touch and none is lost; the claim never looks at dependencies at all: a blocked task is simply
-not `queued`.
+A blocked task holds two kinds of blocker, kept apart so that no task added later can unbalance them:
+`blockers`, how many of its dependencies are not approved yet (a task's dependencies are fixed when it is
+stored, and each is approved once), and `waits_for_phase`, true while some phase before its own has a task
+not approved. It is `queued` when it has neither. An approval (`approval_steps`) marks the task approved,
+takes one from `blockers` of each task that depends on it and, when it was the last task of its phase to be
+approved, clears `waits_for_phase` of the later tasks whose earlier phases are now all done (read from the
+phases, not counted); a task left with no blocker becomes queued, in the same transaction. A task added to a
+phase that was done re-opens it (`reopen`): the later tasks that have not started wait for it again.
+
+Every approval of a mission's task takes the mission's row first (`_MISSION_DONE`), as adding a task to the
+mission does (server/core/missions/graph.py): the two serialise per mission, so what one reads of the phases
+and approvals, the other has committed. The claim never looks at dependencies at all: a blocked task is
+simply not `queued`.
 
 The steps are plain SQL both dialects run as they are: through SQLAlchemy (`approve`), or on aiosqlite's
 thread inside a one-hop transaction (`approve_sqlite`, server/db/changes.py).
@@ -32,29 +38,39 @@ Values = Mapping[str, Any]
 
 # The approved task: approved once (a repeated approval changes nothing further).
 _APPROVE = "UPDATE tasks SET approved_at = :now WHERE id = :task_id AND approved_at IS NULL RETURNING mission_id, phase"
-# One blocker fewer for each task that waits for it; the last one unblocks.
-_UNBLOCK_DEPENDENTS = f"""
-UPDATE tasks SET blockers = blockers - 1,
-    status = CASE WHEN blockers = 1 AND status = '{TaskStatus.BLOCKED}' THEN '{TaskStatus.QUEUED}' ELSE status END
-WHERE id IN (SELECT task_id FROM task_dependencies WHERE depends_on = :task_id)
-RETURNING id, status, trace_id"""
-# One task fewer to approve in its phase.
-_PHASE_DONE = """
-UPDATE mission_phases SET remaining = remaining - 1
-WHERE mission_id = :mission_id AND "index" = :phase RETURNING remaining"""
-# The phase is done: the next phase's tasks stop waiting for it.
-_UNBLOCK_PHASE = f"""
-UPDATE tasks SET blockers = blockers - 1,
-    status = CASE WHEN blockers = 1 AND status = '{TaskStatus.BLOCKED}' THEN '{TaskStatus.QUEUED}' ELSE status END
-WHERE mission_id = :mission_id AND phase = :next AND status = '{TaskStatus.BLOCKED}'
-RETURNING id, status, trace_id"""
-# One task fewer to approve in the mission; the last one completes it.
+# The mission's row, taken before anything else of its graph: one task fewer to approve; the last one
+# completes it.
 _MISSION_DONE = f"""
 UPDATE missions SET remaining = remaining - 1,
     status = CASE WHEN remaining = 1 AND status = '{MissionStatus.ACTIVE}' THEN '{MissionStatus.COMPLETED}'
                   ELSE status END,
     completed_at = CASE WHEN remaining = 1 AND status = '{MissionStatus.ACTIVE}' THEN :now ELSE completed_at END
 WHERE id = :mission_id RETURNING status, remaining"""
+# One dependency fewer for each task that waits for it; the last one unblocks, unless a phase holds it back.
+_UNBLOCK_DEPENDENTS = f"""
+UPDATE tasks SET blockers = blockers - 1,
+    status = CASE WHEN blockers = 1 AND NOT waits_for_phase AND status = '{TaskStatus.BLOCKED}'
+                  THEN '{TaskStatus.QUEUED}' ELSE status END
+WHERE id IN (SELECT task_id FROM task_dependencies WHERE depends_on = :task_id)
+RETURNING id, status, trace_id"""
+# One task fewer to approve in its phase.
+_PHASE_DONE = """
+UPDATE mission_phases SET remaining = remaining - 1
+WHERE mission_id = :mission_id AND "index" = :phase RETURNING remaining"""
+# The phase is done: the later tasks whose earlier phases are all done stop waiting.
+_UNBLOCK_PHASE = f"""
+UPDATE tasks SET waits_for_phase = FALSE,
+    status = CASE WHEN blockers = 0 AND status = '{TaskStatus.BLOCKED}' THEN '{TaskStatus.QUEUED}' ELSE status END
+WHERE mission_id = :mission_id AND phase > :phase AND waits_for_phase
+  AND NOT EXISTS (SELECT 1 FROM mission_phases p
+                  WHERE p.mission_id = :mission_id AND p."index" < tasks.phase AND p.remaining > 0)
+RETURNING id, status, trace_id"""
+# A task joined a phase: the later tasks that have not started wait for it (the queued ones go back to blocked;
+# those blocked already wait for it too).
+_REOPEN = f"""
+UPDATE tasks SET waits_for_phase = TRUE, status = '{TaskStatus.BLOCKED}'
+WHERE mission_id = :mission_id AND phase > :phase AND NOT waits_for_phase AND status = :status
+RETURNING id, trace_id"""
 
 
 @dataclass
@@ -78,16 +94,16 @@ def approval_steps(task_id: str) -> Generator[Step, list[dict[str, Any]], Approv
         return approval
     mission_id, phase = str(approved[0]["mission_id"]), int(approved[0]["phase"])
     approval.mission_id = mission_id
+    mission = yield _MISSION_DONE, {"mission_id": mission_id}
+    approval.mission_completed = bool(mission) and int(mission[0]["remaining"]) == 0
     for row in (yield _UNBLOCK_DEPENDENTS, {"task_id": task_id}):
         if row["status"] == TaskStatus.QUEUED:
             approval.unblocked.append((str(row["id"]), str(row["trace_id"])))
     left = yield _PHASE_DONE, {"mission_id": mission_id, "phase": phase}
     if left and int(left[0]["remaining"]) == 0:
-        for row in (yield _UNBLOCK_PHASE, {"mission_id": mission_id, "next": phase + 1}):
+        for row in (yield _UNBLOCK_PHASE, {"mission_id": mission_id, "phase": phase}):
             if row["status"] == TaskStatus.QUEUED:
                 approval.unblocked.append((str(row["id"]), str(row["trace_id"])))
-    mission = yield _MISSION_DONE, {"mission_id": mission_id}
-    approval.mission_completed = bool(mission) and int(mission[0]["remaining"]) == 0
     return approval
 
 
@@ -173,17 +189,16 @@ async def phases_of(conn: AsyncConnection, mission_id: str, *, lock: bool = Fals
     return (await conn.execute(query)).mappings().all()
 
 
-async def lock_dependencies(conn: AsyncConnection, mission_id: str, task_ids: Sequence[str]) -> Sequence[RowMapping]:
-    """These tasks of the mission (those that are), locked until commit (PostgreSQL), with what decides whether
-    a new task waits for them: their phase and whether they were approved."""
+async def dependencies_in(conn: AsyncConnection, mission_id: str, task_ids: Sequence[str]) -> Sequence[RowMapping]:
+    """These tasks of the mission (those that are), with what decides whether a new task waits for them: their
+    phase and whether they were approved. Not locked: the caller holds the mission's row, which an approval
+    takes before it unblocks anything, so an approval not yet committed here unblocks the new task after."""
     if not task_ids:
         return []
     tasks = t.tasks
     query = select(tasks.c.id, tasks.c.phase, tasks.c.approved_at).where(
         tasks.c.id.in_(list(task_ids)), tasks.c.mission_id == mission_id
     )
-    if conn.dialect.name != "sqlite":
-        query = query.with_for_update()
     return (await conn.execute(query)).mappings().all()
 
 
@@ -202,6 +217,15 @@ async def count_in(conn: AsyncConnection, mission_id: str, phase: int) -> None:
     await conn.execute(
         update(t.missions).where(t.missions.c.id == mission_id).values(remaining=t.missions.c.remaining + 1)
     )
+
+
+async def reopen(conn: AsyncConnection, mission_id: str, phase: int) -> list[tuple[str, str]]:
+    """A task joins `phase`: the later tasks that have not started wait for it. The (id, trace id) of those
+    that were queued."""
+    params = {"mission_id": mission_id, "phase": phase}
+    await conn.execute(text(_REOPEN), {**params, "status": TaskStatus.BLOCKED.value})
+    rows = (await conn.execute(text(_REOPEN), {**params, "status": TaskStatus.QUEUED.value})).mappings().all()
+    return [(str(row["id"]), str(row["trace_id"])) for row in rows]
 
 
 async def insert_dependencies(conn: AsyncConnection, task_id: str, depends_on: Sequence[str]) -> None:

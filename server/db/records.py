@@ -124,6 +124,7 @@ class Task(Record):
     mission_id: str | None = None
     phase: int | None = None
     blockers: int = 0
+    waits_for_phase: bool = False
     approved_at: datetime | None = None
     step: Step | None = None
     review_rounds: int = 0

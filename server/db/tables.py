@@ -131,9 +131,11 @@ tasks = Table(
     # and its phase there (0, 1, ...).
     Column("mission_id", ID, nullable=True),
     Column("phase", Integer, nullable=True),
-    # What a blocked task still waits for: its dependencies not yet approved, plus one while the phase before
-    # its own is not done. It becomes queued when this reaches 0 (server/db/missions.py).
+    # What a blocked task still waits for: its dependencies not yet approved (`blockers`), and whether a phase
+    # before its own has a task not approved (`waits_for_phase`). It becomes queued when it has neither
+    # (server/db/missions.py).
     Column("blockers", Integer, nullable=False, server_default="0"),
+    Column("waits_for_phase", Boolean, nullable=False, server_default=false()),
     # When its work was approved (by the review policy or a reviewer): what unblocks its dependents.
     Column("approved_at", UTCDateTime, nullable=True),
     # The workflow step the task carries out (DESIGN section 12): {workflow, version, step, outputs, review,

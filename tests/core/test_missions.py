@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from sqlalchemy import select
@@ -246,3 +247,113 @@ async def test_creating_a_mission_twice_with_one_key_makes_one(agent: Client, co
     assert await snapshot(core) == rows
     changed = spec | {"title": "Another"}
     assert (await error(agent, "jct_create_mission", **changed))["code"] == "IDEMPOTENCY_CONFLICT"
+
+
+async def enqueue_into(client: Client, mission_id: str, phase: int, name: str, *depends_on: str) -> str:
+    joined = await ok(
+        client,
+        "jct_enqueue_task",
+        objective=f"Do {name}",
+        operation="code_change",
+        target_repo="myorg/api",
+        mission_id=mission_id,
+        phase=phase,
+        depends_on=list(depends_on),
+    )
+    return str(joined["task_id"])
+
+
+async def test_a_task_added_to_a_finished_phase_reopens_it(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("a")], [task("x"), task("d", "x")]))
+    await finish(agent, ids["a"])
+    assert await statuses(core, ids) == {"a": "completed", "x": "queued", "d": "blocked"}
+
+    ids["n"] = await enqueue_into(agent, ids["mission"], 0, "n")
+    # Phase 0 is open again: what of phase 1 had not started waits for it once more.
+    assert await statuses(core, ids) == {"a": "completed", "x": "blocked", "d": "blocked", "n": "queued"}
+    assert (await error(agent, "jct_claim_task", task_id=ids["x"]))["code"] == "TASK_BLOCKED"
+    assert (await ok(agent, "jct_claim_next"))["task_id"] == ids["n"]
+    await ok(agent, "jct_release_task", task_id=ids["n"], reason="by id below")
+
+    await finish(agent, ids["n"])
+    # The phase is done again; d still waits for x, whatever the count of phase-0 approvals.
+    assert await statuses(core, ids) == {"a": "completed", "x": "queued", "d": "blocked", "n": "completed"}
+    assert (await error(agent, "jct_claim_task", task_id=ids["d"]))["code"] == "TASK_BLOCKED"
+    await finish(agent, ids["x"])
+    assert (await statuses(core, ids))["d"] == "queued"
+    await finish(agent, ids["d"])
+    view = await ok(agent, "jct_get_mission", mission_id=ids["mission"])
+    assert view["mission"]["status"] == "completed"
+
+
+async def test_a_reopened_phase_holds_back_every_later_phase(agent: Client, core: Core) -> None:
+    ids = await created(agent, mission([task("a")], [task("b")], [task("c")]))
+    await finish(agent, ids["a"])
+    await finish(agent, ids["b"])
+    assert (await statuses(core, ids))["c"] == "queued"
+    ids["n"] = await enqueue_into(agent, ids["mission"], 0, "n")
+    assert (await statuses(core, ids))["c"] == "blocked"
+    await finish(agent, ids["n"])
+    assert (await statuses(core, ids))["c"] == "queued"
+
+
+async def test_phases_and_dependencies_hold_while_claimers_race_a_growing_mission(
+    connect: ClientFactory, core: Core
+) -> None:
+    """Claimers drain the mission while tasks join its first phase and approvals happen. Checked from what the
+    clients saw, with no false alarm: a claim that began after a task joined phase 0 and returned before that
+    task's completion even began claimed a later phase early; likewise a claim of d before x's completion."""
+    clock = iter(range(1_000_000))
+    claimed: dict[str, tuple[int, int]] = {}  # task -> (claim began, claim returned)
+    completing: dict[str, int] = {}  # task -> when its completion (the approval) began
+    joined: dict[str, int] = {}  # phase-0 task -> when its enqueue returned
+    async with connect("planner", core=core) as planner:
+        ids = await created(planner, mission([task("a")], [task("x"), task("d", "x"), task("y")]))
+        phase_of = {ids["a"]: 0, ids["x"]: 1, ids["d"]: 1, ids["y"]: 1}
+        joined[ids["a"]] = next(clock)
+        await finish(planner, ids["a"])
+        completing[ids["a"]] = -1
+        # Phase 0 is done and x is queued when the first task joins it; more join while the claimers race.
+        first = await enqueue_into(planner, ids["mission"], 0, "late-0")
+        phase_of[first] = 0
+        joined[first] = next(clock)
+        added = 1
+
+        async def claimer(name: str) -> None:
+            async with connect(name, core=core) as client:
+                while True:
+                    began = next(clock)
+                    claim = await ok(client, "jct_claim_next")
+                    if not claim.get("task_id"):
+                        if added == 6 and len(completing) == len(phase_of):
+                            return
+                        await anyio.sleep(0.005)
+                        continue
+                    task_id = str(claim["task_id"])
+                    claimed[task_id] = (began, next(clock))
+                    run = {"task_id": task_id, "run_id": claim["run_id"]}
+                    await ok(
+                        client, "jct_report_artifact", **run, title="Diff", artifact_type="code_patch", content=PATCH
+                    )
+                    completing[task_id] = next(clock)
+                    await ok(client, "jct_complete_task", **run, success=True, summary="done")
+
+        async with anyio.create_task_group() as group:
+            for n in range(8):
+                group.start_soon(claimer, f"claimer-{n}")
+            for n in range(1, 6):
+                task_id = await enqueue_into(planner, ids["mission"], 0, f"late-{n}")
+                phase_of[task_id] = 0
+                joined[task_id] = next(clock)
+                added += 1
+                await anyio.sleep(0.01 * (n % 3))
+
+    assert set(claimed) | {ids["a"]} == set(phase_of)
+    for task_id, (began, returned) in claimed.items():
+        if phase_of[task_id] == 1:
+            early = [t for t, at in joined.items() if at < began and t in completing and completing[t] > returned]
+            assert not early, f"{task_id} of phase 1 was claimed before {early} of phase 0 was approved"
+    assert completing[ids["x"]] < claimed[ids["d"]][1], "d was claimed before x was approved"
+    async with core.db.read() as conn:
+        row = (await conn.execute(select(tables.missions.c.status).where(tables.missions.c.id == ids["mission"]))).one()
+    assert row[0] == "completed"

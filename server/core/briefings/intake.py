@@ -73,10 +73,11 @@ async def enqueue_task(
             if existing is not None:
                 return _duplicate(existing, request_hash)
         rows = bundle(core, actor, request, idempotency_key, request_hash)
-        dependencies = []
+        dependencies: list[tuple[str, str]] = []
         if mission_id is not None:
-            dependencies = await graph.place(core, conn, rows.task, mission_id, phase, deps)
+            dependencies, reblocked = await graph.place(core, conn, rows.task, mission_id, phase, deps)
             rows.audit[0]["after"] = {**rows.audit[0]["after"], "status": rows.task["status"], "mission_id": mission_id}
+            rows.audit.extend(graph.reblocked_audit(actor, rows.task["id"], reblocked))
         inserted = await queries.insert_task_bundle(conn, rows)
         if not inserted:
             assert idempotency_key is not None

@@ -91,7 +91,8 @@ async def cancel_mission(core: Core, actor: Actor, mission_id: str, reason: str)
     check_text(reason, "reason", Limits.REASON)
     ts = core.now()
     async with core.db.write() as conn:
-        mission = await q.get_mission(conn, mission_id)
+        # The mission's row first, as approvals and tasks joining it take it (server/db/missions.py).
+        mission = await q.get_mission(conn, mission_id, lock=True)
         if mission is None:
             raise mission_not_found(mission_id)
         if mission["status"] != MissionStatus.ACTIVE:

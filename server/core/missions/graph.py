@@ -11,12 +11,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core.models import Limits, parse_id
+from server.core.audit import AuditAction, audit_row
+from server.core.models import Actor, Limits, parse_id
 from server.core.service import Core
 from server.db import missions as q
 from server.db.records import Task
 from server.errors import ErrorCode, JctError, invalid, not_found
-from server.vocab import MissionStatus, TaskStatus
+from server.vocab import EntityKind, MissionStatus, TaskStatus
 
 
 def mission_not_found(mission_id: str) -> JctError:
@@ -30,11 +31,13 @@ async def place(
     mission_id: str,
     phase: int | None,
     depends_on: Sequence[str],
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Make a task being enqueued (jct_enqueue_task with mission_id) one of the mission's: its phase (default:
     the last; one past the last starts a new one), its dependencies (tasks of this mission, of its phase or an
-    earlier one), and its blockers, counted under locks so that no approval slips in between. Returns the
-    dependency pairs to store once the task row exists."""
+    earlier one), and its blockers, read under the mission's row lock, which every approval of its tasks takes
+    before it unblocks anything (server/db/missions.py). A phase that was done is re-opened: the later tasks
+    that have not started wait for it again. Returns the dependency pairs to store once the task row exists,
+    and the (id, trace id) of the tasks that were queued and are blocked again."""
     mission = await q.get_mission(conn, mission_id, lock=True)
     if mission is None:
         raise mission_not_found(mission_id)
@@ -49,7 +52,7 @@ async def place(
         )
     if index == len(phases):
         await q.add_phase(conn, mission_id, index, f"Phase {index + 1}")
-    waits = await q.lock_dependencies(conn, mission_id, list(depends_on))
+    waits = await q.dependencies_in(conn, mission_id, list(depends_on))
     foreign = sorted(set(depends_on) - {str(row["id"]) for row in waits})
     if foreign:
         raise invalid(
@@ -60,20 +63,33 @@ async def place(
     if later:
         raise invalid(f"depends_on names task(s) of a later phase: {', '.join(later)}.", "It could never start.")
     unapproved = sum(row["approved_at"] is None for row in waits)
-    # For a new phase, the phase before it is the last one, which may be done already.
-    phase_before_done = index > 0 and phases[index - 1]["remaining"] == 0
-    start(task, mission_id, index, unapproved=unapproved, phase_before_done=phase_before_done)
+    earlier_done = all(row["remaining"] == 0 for row in phases[:index])
+    start(task, mission_id, index, unapproved=unapproved, earlier_phases_done=earlier_done)
+    reblocked = await q.reopen(conn, mission_id, index) if index < len(phases) - 1 else []
     await q.count_in(conn, mission_id, index)
-    return [(task["id"], dep) for dep in depends_on]
+    return [(task["id"], dep) for dep in depends_on], reblocked
 
 
-def start(task: dict[str, Any], mission_id: str, phase: int, *, unapproved: int, phase_before_done: bool) -> TaskStatus:
-    """A task's place and starting blockers: one per dependency not yet approved, and one while the phase before
-    its own is not done; with any, it starts `blocked` (the rule: server/core/missions/plan.py). Its status."""
-    blockers = unapproved + (1 if phase > 0 and not phase_before_done else 0)
-    status = TaskStatus.BLOCKED if blockers else TaskStatus.QUEUED
-    task.update(mission_id=mission_id, phase=phase, blockers=blockers, status=status)
+def start(
+    task: dict[str, Any], mission_id: str, phase: int, *, unapproved: int, earlier_phases_done: bool
+) -> TaskStatus:
+    """A task's place and starting blockers: its dependencies not yet approved, and whether it waits for the
+    phases before its own; with either, it starts `blocked` (the rule: server/core/missions/plan.py). Its
+    status."""
+    waits_for_phase = phase > 0 and not earlier_phases_done
+    status = TaskStatus.BLOCKED if unapproved or waits_for_phase else TaskStatus.QUEUED
+    task.update(mission_id=mission_id, phase=phase, blockers=unapproved, waits_for_phase=waits_for_phase, status=status)
     return status
+
+
+def reblocked_audit(actor: Actor, task_id: str, reblocked: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The audit rows of the queued tasks a task joining an earlier phase blocked again."""
+    after = {"status": TaskStatus.BLOCKED, "reason": f"task {task_id} joined an earlier phase"}
+    before = {"status": TaskStatus.QUEUED}
+    return [
+        audit_row(actor, AuditAction.TASK_BLOCKED, EntityKind.TASK, blocked_id, before, after, trace_id)
+        for blocked_id, trace_id in reblocked
+    ]
 
 
 def check_placement(mission_id: str | None, phase: int | None, depends_on: Sequence[str] | None) -> list[str]:
@@ -103,7 +119,7 @@ async def blocked(conn: AsyncConnection, task: Task) -> JctError:
     if len(waiting) > 10:
         parts.append(f"and {len(waiting) - 10} more")
     if not waiting:
-        parts.append(f"the tasks of phase {(task.phase or 0) - 1} of mission {task.mission_id} to be approved")
+        parts.append(f"the tasks of the phases before {task.phase} of mission {task.mission_id} to be approved")
     return JctError(
         ErrorCode.TASK_BLOCKED,
         f"Task {task.id} is blocked: it waits for " + "; ".join(parts) + ".",

@@ -2,7 +2,8 @@
 
 The rule, in one place: a task of a mission is claimable (`queued`) only once every task it depends on was
 approved and every task of the phase before its own was approved; until then it is `blocked`, and it becomes
-`queued` in the same transaction that approves the last of them (server/db/missions.py counts the blockers).
+`queued` in the same transaction that approves the last of them (server/db/missions.py keeps the blockers).
+A task added to a phase that was done re-opens it: the later tasks that have not started wait for it again.
 A mission is completed when every one of its tasks was approved. Cycles, unknown keys, a dependency on a later
 phase or on another mission's task, an empty phase and an oversized mission are refused before anything is
 stored.
@@ -230,7 +231,7 @@ def _task_rows(
 ) -> queries.TaskBundle:
     rows = intake.bundle(core, actor, task.request, None, None, task_id=task_id)
     # A new mission: nothing is approved yet, and no phase is done.
-    status = graph.start(rows.task, mission_id, task.phase, unapproved=len(task.depends_on), phase_before_done=False)
+    status = graph.start(rows.task, mission_id, task.phase, unapproved=len(task.depends_on), earlier_phases_done=False)
     if steps is not None:
         rows.task["step"] = steps[task.key]
         if rows.packet is not None:

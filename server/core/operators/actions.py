@@ -56,7 +56,7 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
                     f"Task {task_id} belongs to mission {task.mission_id}, which is {mission}.",
                     "Enqueue the work again as a new task.",
                 )
-        status = TaskStatus.BLOCKED if int(task.blockers or 0) > 0 else TaskStatus.QUEUED
+        status = TaskStatus.BLOCKED if int(task.blockers or 0) > 0 or task.waits_for_phase else TaskStatus.QUEUED
         moved = await queries.update_task(
             conn,
             task_id,
