@@ -255,7 +255,8 @@ def _kill(process: Process) -> None:
 async def git(
     repo: Repo, *args: str, within: float, max_bytes: int = DEFAULT_MAX_BYTES, ok: Sequence[int] = (0,)
 ) -> Output:
-    filters = await neutral(repo, within=within)
+    # A filter runs only when git reads working-tree files: a bare repository needs no look-up (one git call less).
+    filters = await neutral(repo, within=within) if repo.worktree else []
     return await run([*repo.base_args(), *_OFFLINE, *filters, *args], within=within, max_bytes=max_bytes, ok=ok)
 
 
