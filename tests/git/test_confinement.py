@@ -159,3 +159,32 @@ async def test_an_objects_directory_symlinked_outside_is_still_refused(
     shutil.rmtree(inside / "objects")
     (inside / "objects").symlink_to(outside.path / ".git" / "objects")
     await refused(tmp_path)
+
+
+async def test_a_link_added_after_a_repository_was_read_is_refused_on_the_next_open(
+    tmp_path: Path, outside: Work, inside: Path
+) -> None:
+    """The check of a directory already read is kept only while its entries are unchanged."""
+    repos = repos_of(tmp_path)
+    assert await repos.open("myorg/api") is not None
+    fanout = inside / "objects" / "ff"
+    fanout.mkdir(exist_ok=True)
+    (fanout / "x").symlink_to(outside.path / "secret.txt")
+    with pytest.raises(JctError) as caught:
+        await repos.open("myorg/api")
+    assert "outside" in caught.value.message, caught.value.message
+
+
+async def test_a_link_inside_retargeted_outside_through_another_path_is_refused(tmp_path: Path, inside: Path) -> None:
+    """A link to another place under the location is resolved again at every open: that place can change."""
+    store = tmp_path / "team" / "store"
+    store.mkdir()
+    (inside / "info").mkdir(exist_ok=True)
+    (inside / "info" / "grafts").symlink_to(store / "grafts")
+    repos = repos_of(tmp_path)
+    assert await repos.open("myorg/api") is not None
+    store.rmdir()
+    store.symlink_to(tmp_path / "src")
+    with pytest.raises(JctError) as caught:
+        await repos.open("myorg/api")
+    assert "outside" in caught.value.message, caught.value.message

@@ -215,22 +215,42 @@ def _pointer(file: Path, base: Path) -> Path | None:
     return (target if target.is_absolute() else base / target).resolve()
 
 
+# Directories found to hold no symlink at all, by (directory, root): their mtime then, and their subdirectories.
+# A directory whose mtime is unchanged has the same entries (adding or replacing one changes it), so a repository
+# opened again costs a stat per directory, not a listing of every loose object. A directory holding a link is
+# listed every time: where its link leads can change without it.
+_CLEAN_DIRS: dict[tuple[str, Path], tuple[int, tuple[str, ...]]] = {}
+
+
 def _links_inside(place: Place, directory: Path, root: Path) -> None:
     """No symlink under `directory` (a pack, a loose object's directory, grafts, a ref) leads outside."""
-    stack = [directory]
+    stack = [str(directory)]
     while stack:
         current = stack.pop()
+        try:
+            mtime = os.stat(current).st_mtime_ns
+        except OSError:
+            continue
+        known = _CLEAN_DIRS.get((current, root))
+        if known is not None and known[0] == mtime:
+            stack.extend(known[1])
+            continue
         try:
             entries = list(os.scandir(current))
         except OSError:
             continue
+        subdirs, links = [], False
         for entry in entries:
             if entry.is_symlink():
+                links = True
                 if not Path(entry.path).resolve().is_relative_to(root):
                     rel = os.path.relpath(entry.path, directory)
                     raise unavailable(place.name, f"its {rel} is a link that leads outside its configured location")
             elif entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
+                subdirs.append(entry.path)
+        if not links:
+            _CLEAN_DIRS[(current, root)] = (mtime, tuple(subdirs))
+        stack.extend(subdirs)
 
 
 _MAX_ALTERNATES_DEPTH = 5  # git follows alternates of alternates this deep
