@@ -173,9 +173,30 @@ class Settings(BaseSettings):
     git_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
     # A fetched repository's cache may not grow past this.
     git_fetch_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024, le=1024**4)
+    # Integration (DESIGN section 16). The JCT_REPOS prefixes JCT may write: approved work of their repositories is
+    # merged into the target branch (a URL location is pushed to with the server account's credential).
+    repos_writable: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # With JCT_AUTH=none, whether a local working tree is integrable too (`off`: read, never written).
+    integrate_local: bool = True
+    # How a run's commits reach the target branch: replayed one by one (`rebase`), a merge commit, or one commit.
+    merge_strategy: Literal["rebase", "merge", "squash"] = "rebase"
+    # A command run on the integrated commit before the target ref moves, per repository: a JSON object of
+    # target_repo (or a prefix of it) to a shell command, e.g. {"myorg/api": "make test"}.
+    check_commands: dict[str, str] = Field(default_factory=dict)
+    check_timeout_seconds: float = Field(default=900.0, gt=0, le=86400)
+    # The check command's output JCT keeps (its tail).
+    check_output_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    # Where runs' worktrees are made; default $JCT_HOME/worktrees.
+    worktrees_dir: Path | None = None
 
     _csv = field_validator(
-        "allowed_repo_prefixes", "review_auto_approve_verdicts", "toolsets", "allowed_hosts", "repos", mode="before"
+        "allowed_repo_prefixes",
+        "review_auto_approve_verdicts",
+        "toolsets",
+        "allowed_hosts",
+        "repos",
+        "repos_writable",
+        mode="before",
     )(_split_csv)
 
     @field_validator("repos")
@@ -242,7 +263,17 @@ class Settings(BaseSettings):
             self.trace_root = self.home / "traces"
         if self.workflows_dir is None:
             self.workflows_dir = self.home / "workflows"
+        if self.worktrees_dir is None:
+            self.worktrees_dir = self.home / "worktrees"
+        unknown = [p for p in self.repos_writable if p not in {prefix for prefix, _ in self.repo_locations}]
+        if unknown:
+            raise ValueError(f"JCT_REPOS_WRITABLE names {unknown!r}, which JCT_REPOS does not: name its prefixes")
         return self
+
+    @property
+    def worktrees(self) -> Path:
+        assert self.worktrees_dir is not None  # set by _derive_paths
+        return self.worktrees_dir
 
     @property
     def traces(self) -> Path:

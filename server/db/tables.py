@@ -143,6 +143,13 @@ tasks = Table(
     Column("step", Json, nullable=True),
     # How many times a review asked for changes: past the gate's max_rounds the task fails.
     Column("review_rounds", Integer, nullable=False, server_default="0"),
+    # The files the task will edit (DESIGN section 16): relative path globs, or NULL for none declared. Claim-next
+    # never hands out a task whose touches overlap those of a task that holds its own (`merge`, below).
+    Column("touches", Json, nullable=True),
+    # Where its work stands on the way to the target branch, in an integrable repository (DESIGN section 16):
+    # NULL (not integrable, or not completed), `pending` (completed, awaiting review), `queued` and `merging`
+    # (in the merge queue), `merged`. A running task and one `pending`, `queued` or `merging` hold their touches.
+    Column("merge", String(16), nullable=True),
     # Claim-next and the queue listing walk queued tasks in this order.
     Index("ix_tasks_status_priority_queued_at_id", "status", "priority", "queued_at", "id"),
     Index("ix_tasks_operation_status_priority_queued_at_id", "operation", "status", "priority", "queued_at", "id"),
@@ -249,11 +256,53 @@ runs = Table(
     # When the task's time budget runs out (started_at + time_budget_seconds, set at claim): jct_list_stuck
     # finds runs past it without reading their tasks.
     Column("budget_ends_at", UTCDateTime, nullable=True),
+    # An integrable repository's workspace for the run (DESIGN section 16): {path (NULL for a remote agent),
+    # branch, base_commit}.
+    Column("workspace", Json, nullable=True),
     Index("ix_runs_task_id_actor_id", "task_id", "actor_id"),
     # The sweeper finds running runs whose lease has passed.
     Index("ix_runs_status_lease_expires_at", "status", "lease_expires_at"),
     # jct_list_agents reads the runs started within its window.
     Index("ix_runs_started_at", "started_at"),
+)
+
+# The merge queue (DESIGN section 16): one row per approved run of an integrable repository, integrated in `id`
+# order per (repo, ref).
+integrations = Table(
+    "integrations",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False, unique=True),
+    Column("task_id", ID, ForeignKey("tasks.id"), nullable=False, index=True),
+    Column("repo", String(512), nullable=False),
+    Column("ref", String(256), nullable=False),
+    # What is replayed: the run's commits from base_commit to head_commit (fixed at completion).
+    Column("base_commit", String(64), nullable=False),
+    Column("head_commit", String(64), nullable=False),
+    Column("strategy", String(16), nullable=False),
+    # queued | merging | merged | conflict | check_failed
+    Column("status", String(16), nullable=False),
+    # The commit the target ref moved to (merged), the files that conflicted, the check command's output tail.
+    Column("commit", String(64), nullable=True),
+    Column("conflicting_files", Json, nullable=True),
+    Column("check_output", Text, nullable=True),
+    # Why a queued integration waits (uncommitted changes in the checkout of the target branch, a lock file).
+    Column("waiting", Text, nullable=True),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("queued_at", UTCDateTime, nullable=False),
+    Column("started_at", UTCDateTime, nullable=True),
+    Column("ended_at", UTCDateTime, nullable=True),
+    Index("ix_integrations_status_repo_ref_id", "status", "repo", "ref", "id"),
+)
+
+# One integrator per (repository, ref) across every server process: held like a lease, taken over once it lapses.
+integrators = Table(
+    "integrators",
+    metadata,
+    Column("repo", String(512), primary_key=True),
+    Column("ref", String(256), primary_key=True),
+    Column("holder", String(64), nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
 )
 
 run_events = Table(

@@ -17,7 +17,7 @@ import hashlib
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -55,6 +55,8 @@ class Place:
     url: str | None = None
     # A local working tree (JCT_AUTH=none): its uncommitted changes are part of the run's change.
     local_tree: bool = False
+    # Integrable (DESIGN section 16): JCT may write it (branches, worktrees, the target ref).
+    writable: bool = False
 
 
 @dataclass
@@ -80,10 +82,13 @@ class Repos:
         name = target_repo.strip()
         for prefix, location in self.settings.repo_locations:
             if name.startswith(prefix):
-                return self._configured(name, name[len(prefix) :], location)
+                place = self._configured(name, name[len(prefix) :], location)
+                return replace(place, writable=prefix in self.settings.repos_writable)
         if self.settings.auth == "none" and name.startswith("/"):
             path = Path(name)
-            return Place(name, gitcli.Repo(path, worktree=True), path, local_tree=True)
+            return Place(
+                name, gitcli.Repo(path, worktree=True), path, local_tree=True, writable=self.settings.integrate_local
+            )
         return None
 
     def _configured(self, name: str, rest: str, location: str) -> Place:
@@ -156,15 +161,15 @@ def _confined(place: Place) -> Place:
         if target is None or not (place.local_tree or target.is_relative_to(root)):
             raise unavailable(place.name, "its .git leads outside its configured location")
         _git_dir_inside(place, target, root)
-        return Place(place.name, gitcli.Repo(real, worktree=True), root, local_tree=place.local_tree)
+        return replace(place, repo=gitcli.Repo(real, worktree=True), root=root)
     if git_dir.is_dir():
         _git_dir_inside(place, git_dir, root)
-        return Place(place.name, gitcli.Repo(real, worktree=True), root, local_tree=place.local_tree)
+        return replace(place, repo=gitcli.Repo(real, worktree=True), root=root)
     if place.local_tree:
         raise unavailable(place.name, "it is not a git working tree")
     if (real / "HEAD").is_file() and (real / "objects").is_dir():
         _git_dir_inside(place, real, root)
-        return Place(place.name, gitcli.Repo(real), root)
+        return replace(place, repo=gitcli.Repo(real), root=root)
     raise unavailable(place.name, "it is not a git repository")
 
 
