@@ -24,9 +24,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("tasks", sa.Column("touches", server.db.types.Json(), nullable=True))
+    op.add_column("tasks", sa.Column("touches", server.db.types.Json, nullable=True))
     op.add_column("tasks", sa.Column("merge", sa.String(length=16), nullable=True))
-    op.add_column("runs", sa.Column("workspace", server.db.types.Json(), nullable=True))
+    op.add_column("runs", sa.Column("workspace", server.db.types.Json, nullable=True))
     op.create_table(
         "integrations",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False),
@@ -39,7 +39,7 @@ def upgrade() -> None:
         sa.Column("strategy", sa.String(length=16), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("commit", sa.String(length=64), nullable=True),
-        sa.Column("conflicting_files", server.db.types.Json(), nullable=True),
+        sa.Column("conflicting_files", server.db.types.Json, nullable=True),
         sa.Column("check_output", sa.Text(), nullable=True),
         sa.Column("waiting", sa.Text(), nullable=True),
         sa.Column("attempts", sa.Integer(), server_default="0", nullable=False),
