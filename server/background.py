@@ -6,9 +6,13 @@ import anyio
 from anyio.abc import TaskStatus
 
 from server.core.claims.sweeper import run_sweeper
+from server.core.integration.integrator import run_integrator
 from server.core.service import Core
 from server.notify.feed import ChangeFeed
 from server.notify.hub import NotificationHub
+
+# How often each process looks for waiting integrations (one indexed query).
+INTEGRATE_INTERVAL_SECONDS = 1.0
 
 
 async def run_background(
@@ -25,6 +29,8 @@ async def run_background(
             run_sweeper, core, core.settings.sweep_interval_seconds, lambda report: expired.inc(report.expired)
         )
         tg.start_soon(feed.run)
+        # The merge queue: approved work of integrable repositories, merged in the background (DESIGN 16).
+        tg.start_soon(run_integrator, core, INTEGRATE_INTERVAL_SECONDS)
         # Workflow files are read now, so a broken one is reported at start (and left out, never fatal).
         await anyio.to_thread.run_sync(core.workflows.catalog)
         task_status.started()

@@ -55,6 +55,12 @@ class AuditAction(StrEnum):
     DOCTRINE_ADDED = "doctrine.added"
     DOCTRINE_UPDATED = "doctrine.updated"
     DOCTRINE_REMOVED = "doctrine.removed"
+    # The merge queue (DESIGN section 16): the run's work entered it, waits, landed, or went back to an agent.
+    INTEGRATION_QUEUED = "integration.queued"
+    INTEGRATION_WAITING = "integration.waiting"
+    INTEGRATION_MERGED = "integration.merged"
+    INTEGRATION_CONFLICT = "integration.conflict"
+    INTEGRATION_CHECK_FAILED = "integration.check_failed"
 
     @classmethod
     def run_moved(cls, status: RunStatus) -> AuditAction:

@@ -52,7 +52,18 @@ R = TypeVar("R")
 
 
 # What a completion reads of its task and of the run's artifacts (the prover's input, and the trace manifest's).
-TASK_FIELDS = ("id", "issue_id", "trace_id", "operation", "target_path", "time_budget_seconds", "mission_id", "step")
+TASK_FIELDS = (
+    "id",
+    "issue_id",
+    "trace_id",
+    "operation",
+    "target_repo",
+    "target_ref",
+    "target_path",
+    "time_budget_seconds",
+    "mission_id",
+    "step",
+)
 ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri", "media_type", "size_bytes", "sha256")
 
 
@@ -149,6 +160,10 @@ def insert_evidence_pack(values: Values) -> Insert:
 def insert_telemetry_deltas(rows: Sequence[Values]) -> Insert:
     """What one telemetry report adds to the queue's totals."""
     return Insert(t.telemetry_deltas, rows)
+
+
+def insert_integration(values: Values) -> Insert:
+    return Insert(t.integrations, (values,))
 
 
 def insert_review_decision(values: Values) -> Insert:

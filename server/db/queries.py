@@ -160,6 +160,18 @@ async def get_run(conn: AsyncConnection, run_id: str) -> Run | None:
     return Run.maybe((await conn.execute(select(t.runs).where(t.runs.c.id == run_id))).mappings().first())
 
 
+async def update_run_columns(conn: AsyncConnection, run_id: str, values: Values) -> None:
+    """Columns of a run that say nothing of its status (its workspace)."""
+    await conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(values))
+
+
+async def run_statuses(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[str, str]:
+    if not run_ids:
+        return {}
+    query = select(t.runs.c.id, t.runs.c.status).where(t.runs.c.id.in_(list(run_ids)))
+    return {row[0]: row[1] for row in (await conn.execute(query)).all()}
+
+
 async def set_base_commit(conn: AsyncConnection, run_id: str, sha: str) -> None:
     """The commit target_ref named when the run was claimed (a verifiable task)."""
     await conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(base_commit=sha))

@@ -128,6 +128,8 @@ class Task(Record):
     approved_at: datetime | None = None
     step: Step | None = None
     review_rounds: int = 0
+    touches: list[str] | None = None
+    merge: str | None = None
 
     def columns(self) -> JsonObject:
         data = dict(self)
@@ -158,6 +160,7 @@ class Run(Record):
     base_commit: str | None = None
     files_changed: JsonObject | None = None
     budget_ends_at: datetime | None = None
+    workspace: JsonObject | None = None
 
 
 class FencedRun(Run):
@@ -200,3 +203,25 @@ class EvidencePack(Record):
     unexpected_files: list[str] | None = None
     review_state: str
     created_at: datetime
+
+
+class Integration(Record):
+    """A run's place in the merge queue (DESIGN section 16)."""
+
+    id: int
+    run_id: RunId
+    task_id: TaskId
+    repo: str
+    ref: str
+    base_commit: str
+    head_commit: str
+    strategy: str
+    status: str
+    commit: str | None = None
+    conflicting_files: list[str] | None = None
+    check_output: str | None = None
+    waiting: str | None = None
+    attempts: int = 0
+    queued_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None

@@ -8,10 +8,11 @@ from typing import Any
 from server.core import results as r
 from server.core import telemetry, views
 from server.core.git import verified
+from server.core.integration import workspace
 from server.core.missions import graph
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
-from server.db import claims, counts, listing, queries
+from server.db import claims, counts, integrations, listing, queries
 from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import Operation, Priority, ReviewState, TaskStatus
 
@@ -128,9 +129,11 @@ async def _claim(
 async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
     """What a claim returns: the claimed row's fields, and the base commit it recorded (a verifiable task)."""
     fields = _claim_fields(claimed)
-    fields["base_commit"] = await verified.record_base(
-        core, fields["run_id"], claimed["target_repo"], claimed["target_ref"]
-    )
+    base = await verified.record_base(core, fields["run_id"], claimed["target_repo"], claimed["target_ref"])
+    fields["base_commit"] = base
+    # An integrable repository: the run's own branch (and worktree) at that base (DESIGN section 16).
+    made = await workspace.open_workspace(core, fields["run_id"], claimed["target_repo"], base)
+    fields["workspace"] = r.Workspace.model_validate(made) if made is not None else None
     return fields
 
 
@@ -166,6 +169,7 @@ async def queue_stats(core: Core) -> r.QueueStats:
         spent, spent_rows = await counts.telemetry_totals(conn)
         expired = await queries.count_expired_leases(conn, core.now())
         oldest = await listing.oldest_queued_at(conn, [p.value for p in Priority])
+        merging = await integrations.counts(conn)
     if summed > FOLD_AFTER_ROWS or spent_rows > FOLD_AFTER_ROWS:
         # Nobody has folded the counts for a while (the sweeper does it every pass): fold them now.
         await fold_counts(core)
@@ -174,6 +178,7 @@ async def queue_stats(core: Core) -> r.QueueStats:
     pending = tallies.get(("review", ReviewState.PENDING), 0)
     return r.QueueStats(
         counts=full,
+        merge_queue=merging,
         expired_leases=expired,
         oldest_queued_age_seconds=age,
         pending_reviews=pending,

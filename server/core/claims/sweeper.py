@@ -10,6 +10,7 @@ import anyio
 from server.core import results
 from server.core.audit import AuditAction, audit_row
 from server.core.claims.queue import fold_counts
+from server.core.integration import workspace
 from server.core.models import SYSTEM
 from server.core.service import Core
 from server.db import leases, queries
@@ -66,6 +67,7 @@ async def run_sweeper(
             if on_sweep is not None:
                 on_sweep(report)
             await fold_counts(core)  # keeps queue statistics' delta rows few (server/db/leases.py)
+            await workspace.sweep(core)  # worktrees of runs no longer running (after a crash too)
             if report.expired:
                 log.info(
                     "lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed

@@ -3,8 +3,8 @@
 Why the CLI (bench/git_access.py, bench/results/git_access.md): on a repository of 10,000 files and 5,000
 commits it is within 1.3x of pygit2 and 4x faster than dulwich on a large diff, the fastest on logs, and a
 command past its timeout or output cap can be killed (a library call in a thread cannot); it needs no wheel.
-Every command here is read-only except `fetch` into JCT's own cache, and each has a timeout and a cap on
-what it may print.
+Every command here is read-only except `fetch` into JCT's own cache (what integration writes is in merges.py and
+workspaces.py, through `git` below), and each has a timeout and a cap on what it may print.
 
 What a caller passes is checked before git sees it: a ref never starts with `-` and has no `..`; a path is
 relative, without `..`; refs go after `--end-of-options`, paths after `--` with literal pathspecs. The
@@ -19,7 +19,7 @@ import contextlib
 import os
 import re
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +41,9 @@ _STDERR_BYTES = 16 * 1024
 # The repository's configuration never runs a program for JCT, and repositories owned by another user
 # (a team's mirror on a shared server) are readable. What a read would otherwise run: an fsmonitor, a hook
 # (none looked up: /dev/null holds none), gpg for a signature `log.showSignature` asks for. External diffs and
-# textconv are off by flag on every diff (--no-ext-diff --no-textconv), filters by `neutral`; JCT never merges,
-# checks out or commits, so no merge driver, smudge filter or commit hook has a command to run.
+# textconv are off by flag on every diff (--no-ext-diff --no-textconv), filters by `neutral`. Integration's
+# writes (merges.py, workspaces.py) run with hooks off likewise; a custom merge driver that an integrable
+# repository's own configuration names would run in a replay (only repositories the operator made writable).
 _CONFIG = (
     "-c",
     "core.fsmonitor=false",
@@ -191,6 +192,7 @@ async def run(
     max_bytes: int = DEFAULT_MAX_BYTES,
     cwd: Path | None = None,
     ok: Sequence[int] = (0,),
+    extra_env: Mapping[str, str] | None = None,
 ) -> Output:
     """Run git, reading at most `max_bytes` of its output (then stopping it), within `timeout` seconds."""
     chunks: list[bytes] = []
@@ -201,7 +203,7 @@ async def run(
     try:
         with anyio.fail_after(within):
             process = await anyio.open_process(
-                list(args), env=environment(), cwd=cwd, stdin=None, start_new_session=True
+                list(args), env=environment() | dict(extra_env or {}), cwd=cwd, stdin=None, start_new_session=True
             )
             assert process.stdout is not None
             assert process.stderr is not None
@@ -253,11 +255,18 @@ def _kill(process: Process) -> None:
 
 
 async def git(
-    repo: Repo, *args: str, within: float, max_bytes: int = DEFAULT_MAX_BYTES, ok: Sequence[int] = (0,)
+    repo: Repo,
+    *args: str,
+    within: float,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    ok: Sequence[int] = (0,),
+    extra_env: Mapping[str, str] | None = None,
 ) -> Output:
     # A filter runs only when git reads working-tree files: a bare repository needs no look-up (one git call less).
     filters = await neutral(repo, within=within) if repo.worktree else []
-    return await run([*repo.base_args(), *_OFFLINE, *filters, *args], within=within, max_bytes=max_bytes, ok=ok)
+    return await run(
+        [*repo.base_args(), *_OFFLINE, *filters, *args], within=within, max_bytes=max_bytes, ok=ok, extra_env=extra_env
+    )
 
 
 # --- what JCT asks of a repository -------------------------------------------------------

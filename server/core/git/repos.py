@@ -57,6 +57,9 @@ class Place:
     local_tree: bool = False
     # Integrable (DESIGN section 16): JCT may write it (branches, worktrees, the target ref).
     writable: bool = False
+    # Where JCT makes its runs' worktrees (JCT_WORKTREES_DIR): a writable repository's linked worktrees may lie
+    # there as well as under its location.
+    worktrees: Path | None = None
 
 
 @dataclass
@@ -83,7 +86,9 @@ class Repos:
         for prefix, location in self.settings.repo_locations:
             if name.startswith(prefix):
                 place = self._configured(name, name[len(prefix) :], location)
-                return replace(place, writable=prefix in self.settings.repos_writable)
+                if prefix in self.settings.repos_writable:
+                    return replace(place, writable=True, worktrees=self.settings.worktrees)
+                return place
         if self.settings.auth == "none" and name.startswith("/"):
             path = Path(name)
             return Place(
@@ -203,9 +208,17 @@ def _git_dir_inside(place: Place, git_dir: Path, root: Path) -> None:
             _alternates_inside(place, objects, root)
         for link in sorted((real / "worktrees").glob("*/gitdir")):
             target = _pointer(link, link.parent)
-            if target is not None and not target.is_relative_to(root):
+            own = place.worktrees is not None and target is not None and target.is_relative_to(_real(place.worktrees))
+            if target is not None and not target.is_relative_to(root) and not own:
                 raise unavailable(place.name, "a linked worktree of it (worktrees/*/gitdir) is outside its location")
         _includes_inside(place, real / "config", root, depth=0)
+
+
+def _real(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
 
 
 def _pointer(file: Path, base: Path) -> Path | None:

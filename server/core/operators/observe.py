@@ -10,7 +10,7 @@ from server.core import results, views
 from server.core.briefings import doctrine as doctrine_rule
 from server.core.models import parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
-from server.db import missions, queries
+from server.db import integrations, missions, queries
 from server.db.claims import DECISIONS_SHOWN
 from server.errors import ErrorCode, JctError, invalid, not_found, task_not_found
 from server.vocab import EntityKind
@@ -75,7 +75,12 @@ async def get_task(core: Core, task_id: str) -> results.TaskView:
         if task is None:
             raise task_not_found(task_id)
         runs = await queries.runs_of_task(conn, task_id, RUNS_SHOWN)
-    return results.TaskView(task=views.task_detail(task), runs=[views.run_summary(run) for run in runs])
+        merge = await integrations.of_task(conn, task_id)
+    return results.TaskView(
+        task=views.task_detail(task),
+        runs=[views.run_summary(run) for run in runs],
+        integration=views.integration(merge) if merge is not None else None,
+    )
 
 
 async def get_run(core: Core, run_id: str) -> results.RunView:
@@ -87,11 +92,13 @@ async def get_run(core: Core, run_id: str) -> results.RunView:
         artifacts = await queries.artifacts_of_run(conn, run_id)
         events = await queries.run_events(conn, run_id, RUN_EVENTS_SHOWN)
         pack = await queries.evidence_pack_for_run(conn, run_id)
+        merge = (await integrations.of_runs(conn, [run_id])).get(run_id)
     return results.RunView(
         run=views.run_detail(run),
         artifacts=[views.artifact(a) for a in artifacts],
         events=[views.run_event(e) for e in events],
         evidence_pack=views.evidence_summary(pack) if pack is not None else None,
+        integration=views.integration(merge) if merge is not None else None,
     )
 
 

@@ -57,6 +57,7 @@ from server.core.results.tasks import (
     Claim,
     ClaimNext,
     HeldClaim,
+    IntegrationView,
     PrioritySet,
     ProgressReported,
     QueueStats,
@@ -75,6 +76,7 @@ from server.core.results.tasks import (
     TaskSummary,
     TaskView,
     Throughput,
+    Workspace,
 )
 from server.core.results.workflows import WorkflowInput, WorkflowList, WorkflowStarted, WorkflowSummary
 
@@ -107,6 +109,7 @@ __all__ = [
     "GitLog",
     "GitText",
     "HeldClaim",
+    "IntegrationView",
     "IssueView",
     "MissionCancelled",
     "MissionCreated",
@@ -150,5 +153,6 @@ __all__ = [
     "WorkflowList",
     "WorkflowStarted",
     "WorkflowSummary",
+    "Workspace",
     "column",
 ]

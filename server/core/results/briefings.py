@@ -27,7 +27,7 @@ class ConstraintSnapshot(Shape):
 
 class ReviewFeedback(Shape):
     # "requeued": an operator's feedback given with jct_requeue_task.
-    decision: Literal["approved", "rejected", "needs_changes", "requeued"]
+    decision: Literal["approved", "rejected", "needs_changes", "requeued", "conflict", "check_failed"]
     reason: str
     # The reviewer's principal (actor_id). Feedback recorded before that has no reviewer_name, and there
     # `reviewer` is the name the reviewer chose.

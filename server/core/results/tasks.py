@@ -39,6 +39,18 @@ class TaskList(Ok):
 BASE_COMMIT = "target_ref's commit when JCT reads the repo; report work as a commit descending from it."
 
 
+WORKSPACE = (
+    "Work and commit here: your run's own branch at base_commit, and its worktree on the server's machine "
+    "(path; none for a remote repository: fetch the branch, commit on it, push it). JCT merges it once approved."
+)
+
+
+class Workspace(Shape):
+    path: str | None = None
+    branch: str
+    base_commit: str
+
+
 class Claim(Ok):
     task_id: str
     run_id: str
@@ -54,6 +66,7 @@ class Claim(Ok):
     mission_id: str | None = None
     decisions: list[DecisionView] | None = Field(None, description="Its mission's decisions so far, newest first.")
     base_commit: str | None = Field(None, description=BASE_COMMIT)
+    workspace: Workspace | None = Field(None, description=WORKSPACE)
 
 
 class ClaimNext(Ok):
@@ -72,6 +85,7 @@ class ClaimNext(Ok):
     mission_id: str | None = None
     decisions: list[DecisionView] | None = None
     base_commit: str | None = None
+    workspace: Workspace | None = None
 
 
 class ArtifactReported(Ok):
@@ -107,6 +121,8 @@ class Cancelled(Ok):
 
 class QueueStats(Ok):
     counts: dict[str, int]
+    # Integrations waiting in the merge queue, by status (queued, merging).
+    merge_queue: dict[str, int] = Field(default_factory=dict)
     expired_leases: int
     oldest_queued_age_seconds: float | None = None
     pending_reviews: int
@@ -167,9 +183,27 @@ class TaskDetail(Shape):
         return _target_of(row)
 
 
+class IntegrationView(Shape):
+    """Where a run's work stands in the merge queue (DESIGN section 16)."""
+
+    status: Literal["queued", "merging", "merged", "conflict", "check_failed"]
+    repo: str
+    ref: str
+    strategy: str
+    head_commit: str
+    commit: str | None = None
+    conflicting_files: list[str] | None = None
+    check_output: str | None = None
+    waiting: str | None = None
+    queued_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
 class TaskView(Ok):
     task: TaskDetail
     runs: list[RunSummary]
+    integration: IntegrationView | None = Field(None, description="Its latest work's place in the merge queue.")
 
 
 class ArtifactView(Shape):
@@ -217,6 +251,7 @@ class RunDetail(Shape):
     failure: dict[str, Any] | None
     base_commit: str | None = None
     files_changed: dict[str, Any] | None = None
+    workspace: Workspace | None = None
 
 
 class RunView(Ok):
@@ -224,6 +259,7 @@ class RunView(Ok):
     artifacts: list[ArtifactView]
     events: list[RunEventView]
     evidence_pack: EvidenceSummary | None = None
+    integration: IntegrationView | None = None
 
 
 class ArtifactContent(Ok):

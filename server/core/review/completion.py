@@ -16,13 +16,14 @@ from server.core import telemetry as usage
 from server.core.claims import leases
 from server.core.claims.work import task_row
 from server.core.git import gitcli, verified
+from server.core.integration import workspace
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.review import manifest, policy, prover
 from server.core.service import Core
 from server.core.text import parse_json, storable
 from server.db import changes, queries
 from server.db.leases import Fence
-from server.db.records import Step
+from server.db.records import Run, Step, Task
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import ArtifactType
 
@@ -105,6 +106,9 @@ async def complete_task(
     if changed is not None:
         done, facts = changed.result
         await manifest.record_completion(core, facts, done)
+        if facts.run.get("workspace"):
+            # The run has ended: its worktree goes (its branch stays until merged).
+            await workspace.close(core, Run.of(facts.run))
         return done
     # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
     async with core.db.read() as conn:
@@ -159,6 +163,8 @@ async def _read_change(core: Core, fence: Fence) -> ReadChange:
         if run is None:
             return ReadChange()
         rows = await queries.artifacts_of_run(conn, run.id)
+    if run.workspace:
+        return await _read_workspace(core, task, run)
     commits = [a for a in rows if a["type"] == ArtifactType.COMMIT and a["stored"]]
     heads = await anyio.to_thread.run_sync(_commit_ids, core, commits)
     try:
@@ -169,6 +175,24 @@ async def _read_change(core: Core, fence: Fence) -> ReadChange:
         return ReadChange(True, await verified.files_changed(core, change), heads)
     except JctError as exc:
         return ReadChange(verifiable=True, heads=heads, note=exc.message)
+
+
+async def _read_workspace(core: Core, task: Task, run: Run) -> ReadChange:
+    """A run with a workspace (an integrable repository): its change is its branch, base commit to tip, after
+    JCT commits whatever the agent left uncommitted in its worktree."""
+    try:
+        place = await core.repos.open(task.target_repo, max_age=0)
+        if place is None or run.base_commit is None:
+            return ReadChange(verifiable=True, note="the run's repository cannot be read now")
+        head = await workspace.head_of(core, place, run)
+        if head is None or head == run.base_commit:
+            return ReadChange(verifiable=True, note=f"nothing was committed on branch {run.workspace['branch']}")
+        change = verified.Change(place, run.base_commit, head, working_tree=False)
+        return ReadChange(True, await verified.files_changed(core, change), (head,))
+    except gitcli.GitError as exc:
+        return ReadChange(verifiable=True, note=f"the run's branch cannot be read: {exc}")
+    except JctError as exc:
+        return ReadChange(verifiable=True, note=exc.message)
 
 
 def _commit_ids(core: Core, rows: list[Any]) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from sqlalchemy import ColumnElement, RowMapping
 from server.core import results
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row, issue_moved
+from server.core.integration import queue as integration
 from server.core.missions import plan
 from server.core.models import Actor, new_id
 from server.core.review import gates, prover
@@ -49,6 +50,21 @@ def settle_completion(
         verdicts=core.settings.review_auto_approve_verdicts,
         requires_human=bool(run.get("requires_human", False)),
         review=gates.gate_of(Step.maybe(task.get("step")), core.settings.max_review_rounds).review,
+    )
+    # An integrable repository's work goes to the merge queue: done when merged, not when approved.
+    queued = (
+        integration.values(
+            core,
+            task_id=task["id"],
+            run_id=run["id"],
+            target_repo=task["target_repo"],
+            target_ref=task["target_ref"],
+            files_changed=files_changed,
+            base_commit=run.get("base_commit"),
+            ts=ts,
+        )
+        if success
+        else None
     )
     run_status: RunStatus
     issue_status: IssueStatus
@@ -109,6 +125,8 @@ def settle_completion(
                 "completed_at": ts,
                 "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
                 "error": error_message if not success else None,
+                # It holds its touches until merged (or sent back).
+                "merge": (integration.QUEUED if auto else integration.PENDING) if queued is not None else None,
             },
             status_in=(TaskStatus.RUNNING,),
         ),
@@ -170,15 +188,19 @@ def settle_completion(
                 trace,
             )
         )
+    if auto and queued is not None:
+        writes.append(changes.insert_integration(queued))
+        audit.append(integration.queued_audit(POLICY, run["id"], queued, trace))
     writes.append(changes.insert_audit(audit))
-    if auto:
+    if auto and queued is None:
         # What waits for this task may go now (its mission's dependents and next phase).
         writes.append(plan.approval(POLICY, task["id"]))
 
     if not success:
         outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
     elif auto:
-        outcome = results.ReviewOutcome(status="auto_approved", review_id=review_id)
+        merge = "; queued to be merged into its target branch" if queued is not None else ""
+        outcome = results.ReviewOutcome(status="auto_approved", review_id=review_id, message=merge[2:] or None)
     else:
         outcome = results.ReviewOutcome(
             status="awaiting_manual_review", message="Task completed but requires manual review before approval."

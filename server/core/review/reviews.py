@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core import results, views
 from server.core.audit import AuditAction, audit_row, issue_moved
 from server.core.briefings import versions
-from server.core.missions import plan
+from server.core.integration import queue as integration
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.review import gates
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
@@ -78,7 +78,9 @@ async def submit_review(
         last_run = (task.result or {}).get("run_id")
         overridable = pack.review_state == ReviewState.NEEDS_CHANGES and last_run == pack.run_id
         if override_reason is not None and overridable and gates.exhausted(task.error):
-            return await _override_exhausted(conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts)
+            return await _override_exhausted(
+                core, conn, actor, pack, run, task, reason, reviewer_name, override_reason, ts
+            )
         gates.check_reviewer(gate, actor, run.actor_id, override_reason)
         if not await queries.decide_evidence_pack(conn, pack_id, choice.value):
             raise JctError(
@@ -114,13 +116,13 @@ async def submit_review(
         match choice:
             case Decision.APPROVED:
                 run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus(task.status)
-                await plan.approve(conn, actor, task.id)
+                await integration.approve(core, conn, actor, task, run)
             case Decision.REJECTED:
                 run_status, issue_status, task_status = RunStatus.FAILED, IssueStatus.FAILED, TaskStatus.FAILED
                 await queries.update_task(
                     conn,
                     task.id,
-                    {"status": TaskStatus.FAILED, "error": f"rejected in review: {reason}"},
+                    {"status": TaskStatus.FAILED, "error": f"rejected in review: {reason}", "merge": None},
                     status_in=(TaskStatus.COMPLETED,),
                 )
                 after: dict[str, Any] = {"status": TaskStatus.FAILED, "reason": reason}
@@ -135,7 +137,7 @@ async def submit_review(
                 await queries.update_task(
                     conn,
                     task.id,
-                    {"status": TaskStatus.FAILED, "error": error, "review_rounds": rounds},
+                    {"status": TaskStatus.FAILED, "error": error, "review_rounds": rounds, "merge": None},
                     status_in=(TaskStatus.COMPLETED,),
                 )
                 after = {"status": TaskStatus.FAILED, "reason": gates.EXHAUSTED, "rounds": rounds}
@@ -148,7 +150,13 @@ async def submit_review(
                 await queries.update_task(
                     conn,
                     task.id,
-                    {"status": TaskStatus.QUEUED, "completed_at": None, "claimed_at": None, "review_rounds": rounds},
+                    {
+                        "status": TaskStatus.QUEUED,
+                        "completed_at": None,
+                        "claimed_at": None,
+                        "review_rounds": rounds,
+                        "merge": None,
+                    },
                     status_in=(TaskStatus.COMPLETED,),
                 )
                 after = {"status": TaskStatus.QUEUED, "reason": "review asked for changes", "rounds": rounds}
@@ -196,6 +204,7 @@ async def submit_review(
 
 
 async def _override_exhausted(
+    core: Core,
     conn: AsyncConnection,
     actor: Actor,
     pack: EvidencePack,
@@ -249,7 +258,7 @@ async def _override_exhausted(
         await queries.update_issue(conn, task.issue_id, {"status": IssueStatus.DONE, "updated_at": ts})
         audit.append(issue_moved(actor, task.issue_id, IssueStatus.DONE, trace))
     await queries.insert_audit(conn, audit)
-    await plan.approve(conn, actor, task.id)
+    await integration.approve(core, conn, actor, task, run)
     return results.ReviewSubmitted(
         review_id=review_id,
         decision=Decision.APPROVED,

@@ -1,0 +1,304 @@
+"""The merge queue end to end on real git repositories and both databases (DESIGN section 16): a claim's
+workspace, approved work merged into the target branch by the integrator, the user's checkout moved with its
+files, conflicts and failed checks sent back to an agent, dependents that build on merged work."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.config import Settings
+from server.core.claims import queue
+from server.core.integration import integrator
+from server.core.missions import plan, status
+from server.core.operators import observe
+from server.core.review import completion
+from server.core.service import Core
+from server.db import integrations
+from tests.core.helpers import ALICE, BOB, built_core, enqueue
+from tests.git.repo import Work, bare_clone, git
+
+pytestmark = pytest.mark.anyio
+
+HOLDER = "test-integrator"
+
+
+def make_core(make_settings: Callable[..., Settings], **overrides: Any) -> Any:
+    return built_core(make_settings(integrate_local=True, **overrides))
+
+
+async def local_task(core: Core, work: Work, **overrides: Any) -> str:
+    fields: dict[str, Any] = {
+        "target_repo": str(work.path),
+        "target_ref": "main",
+        "target_path": "src",
+        "acceptance_criteria": [],
+    }
+    return await enqueue(core, **(fields | overrides))
+
+
+def commit_in(workspace: dict[str, Any], name: str, text: str, message: str = "change") -> str:
+    path = Path(workspace["path"])
+    (path / name).parent.mkdir(parents=True, exist_ok=True)
+    (path / name).write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "--quiet", "-m", message)
+    return git(path, "rev-parse", "HEAD")
+
+
+async def finish(core: Core, agent: Any, task_id: str) -> Any:
+    return await completion.complete_task(core, agent, task_id, success=True, summary="done")
+
+
+async def test_approved_work_reaches_main_and_the_users_checkout_stays_clean(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    first = work.head()
+    async with make_core(make_settings) as core:
+        task_id = await local_task(core, work)
+        claimed = await queue.claim_task(core, ALICE, task_id)
+        assert claimed.workspace is not None
+        space = claimed.workspace.model_dump()
+        assert space["base_commit"] == first
+        assert Path(space["path"]).is_relative_to(core.settings.worktrees)
+        assert work.head(space["branch"]) == first
+        commit_in(space, "src/app.py", "print('hello')\n")
+        # Left uncommitted by the agent: committed for it at completion, never lost.
+        (Path(space["path"]) / "src" / "extra.py").write_text("x = 1\n")
+        done = await finish(core, ALICE, task_id)
+        assert done.review.status == "auto_approved"
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        assert view.integration.status == "queued"
+        assert work.head("main") == first  # nothing moves inside the call that approved
+        assert not Path(space["path"]).exists()  # the ended run's worktree is gone
+
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        assert view.integration.status == "merged"
+        assert view.integration.commit == work.head("main") != first
+        assert (work.path / "src" / "app.py").read_text() == "print('hello')\n"
+        assert (work.path / "src" / "extra.py").read_text() == "x = 1\n"
+        assert work.git("status", "--porcelain") == ""
+        assert view.task.status == "completed"
+        assert git(work.path, "branch", "--list", space["branch"]) == ""  # merged: its branch is gone
+        stats = await queue.queue_stats(core)
+        assert stats.merge_queue == {}
+
+
+async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings) as core:
+        one = await local_task(core, work, objective="Say hello")
+        two = await local_task(core, work, objective="Say goodbye")
+        a = (await queue.claim_task(core, ALICE, one)).workspace
+        b = (await queue.claim_task(core, BOB, two)).workspace
+        assert a is not None
+        assert b is not None
+        commit_in(a.model_dump(), "src/app.py", "print('hello')\n")
+        commit_in(b.model_dump(), "src/app.py", "print('goodbye')\n")
+        await finish(core, ALICE, one)
+        await finish(core, BOB, two)
+        assert await integrator.integrate_waiting(core, HOLDER) == 2
+        merged_main = work.head("main")
+        assert (work.path / "src" / "app.py").read_text() == "print('hello')\n"
+
+        view = await observe.get_task(core, two)
+        assert view.integration is not None
+        assert view.integration.status == "conflict"
+        assert view.integration.conflicting_files == ["src/app.py"]
+        assert view.task.status == "queued"
+        assert work.head("main") == merged_main
+        assert work.git("status", "--porcelain") == ""
+
+        again = await queue.claim_task(core, BOB, two)
+        assert again.base_commit == merged_main  # starts from the merged work
+        assert again.context_packet is not None
+        feedback = again.context_packet.review_feedback[-1]
+        assert feedback.decision == "conflict"
+        assert "src/app.py" in feedback.reason
+        assert merged_main in feedback.reason
+        assert again.workspace is not None
+        commit_in(again.workspace.model_dump(), "src/app.py", "print('hello')\nprint('goodbye')\n")
+        await finish(core, BOB, two)
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert (work.path / "src" / "app.py").read_text() == "print('hello')\nprint('goodbye')\n"
+
+
+async def test_a_checkout_with_uncommitted_changes_is_never_overwritten(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    first = work.head()
+    async with make_core(make_settings) as core:
+        task_id = await local_task(core, work)
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/new.py", "n = 1\n")
+        await finish(core, ALICE, task_id)
+        work.write("README.md", "my own edit\n")
+
+        assert await integrator.integrate_waiting(core, HOLDER) == 0
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        assert view.integration.status == "queued"
+        assert view.integration.waiting is not None
+        assert "README.md" in view.integration.waiting
+        assert work.head("main") == first
+        assert (work.path / "README.md").read_text() == "my own edit\n"
+
+        work.git("checkout", "--", "README.md")
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert (work.path / "src" / "new.py").read_text() == "n = 1\n"
+        assert work.git("status", "--porcelain") == ""
+
+
+async def test_a_bare_repository_is_moved_by_compare_and_swap_and_a_moved_target_is_replayed(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    source = Work(tmp_path / "source")
+    bare = bare_clone(source.path, tmp_path / "git" / "api.git")
+    settings = {"repos": [f"myorg/={tmp_path / 'git'}"], "repos_writable": ["myorg/"]}
+    async with make_core(make_settings, **settings) as core:
+        task_id = await enqueue(
+            core, target_repo="myorg/api", target_ref="main", target_path="src", acceptance_criteria=[]
+        )
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        assert space.path is not None
+        commit_in(space.model_dump(), "src/app.py", "print('hello')\n")
+        await finish(core, ALICE, task_id)
+        # A person pushes to main meanwhile: the run's work is replayed on it, never overwriting it.
+        other = Work(tmp_path / "person")
+        git(other.path, "remote", "add", "origin", str(bare))
+        git(other.path, "fetch", "--quiet", "origin")
+        git(other.path, "reset", "--quiet", "--hard", "origin/main")
+        other.write("docs/notes.md", "by a person\n")
+        person = other.commit("a person's commit")
+        git(other.path, "push", "--quiet", "origin", "HEAD:main")
+
+        assert await integrator.integrate_waiting(core, HOLDER) == 1, (
+            await observe.get_task(core, task_id)
+        ).integration
+        tip = git(bare, "rev-parse", "main")
+        assert git(bare, "merge-base", "--is-ancestor", person, tip) == ""
+        assert git(bare, "show", f"{tip}:src/app.py") == "print('hello')"
+        assert git(bare, "show", f"{tip}:docs/notes.md") == "by a person"
+
+
+async def test_a_failing_check_sends_the_work_back_with_its_output(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    first = work.head()
+    check = {str(work.path): "test -f src/ok.py || { echo 'ok.py is missing'; exit 1; }"}
+    async with make_core(make_settings, check_commands=check) as core:
+        task_id = await local_task(core, work)
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/app.py", "print('x')\n")
+        await finish(core, ALICE, task_id)
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        assert view.integration.status == "check_failed"
+        assert "ok.py is missing" in (view.integration.check_output or "")
+        assert view.task.status == "queued"
+        assert work.head("main") == first
+
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/ok.py", "ok = True\n")
+        await finish(core, ALICE, task_id)
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        assert view.integration.status == "merged"
+        assert not any((core.settings.worktrees / "scratch").glob("*"))
+
+
+async def test_dependents_unblock_when_the_work_is_merged_and_start_from_it(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings) as core:
+        repo = str(work.path)
+        step = {"target_repo": repo, "target_ref": "main", "target_path": "src", "acceptance_criteria": []}
+        tasks = [
+            {"key": "a", "objective": "Write the greeting", "operation": "code_change", **step},
+            {"key": "b", "objective": "Use it", "operation": "code_change", "depends_on": ["a"], **step},
+        ]
+        made = await plan.create_mission(
+            core, ALICE, title="Two steps", goal="Greet", phases=[{"name": "Build", "tasks": tasks}]
+        )
+        first, second = made.tasks[0].task_id, made.tasks[1].task_id
+        space = (await queue.claim_task(core, ALICE, first)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/greeting.py", "GREETING = 'hi'\n")
+        await finish(core, ALICE, first)
+        assert (await observe.get_task(core, second)).task.status == "blocked"  # approved, not merged yet
+
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert (await observe.get_task(core, second)).task.status == "queued"
+        claimed = await queue.claim_task(core, BOB, second)
+        assert claimed.workspace is not None
+        assert (Path(claimed.workspace.path or "") / "src" / "greeting.py").is_file()
+        commit_in(claimed.workspace.model_dump(), "src/app.py", "from greeting import GREETING\n")
+        await finish(core, BOB, second)
+        mission = await status.get_mission(core, made.mission_id)
+        assert mission.mission.status == "active"  # approved but not merged: not done
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        mission = await status.get_mission(core, made.mission_id)
+        assert mission.mission.status == "completed"
+
+
+async def test_an_integration_that_landed_before_a_crash_is_recorded_and_changes_nothing(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings) as core:
+        task_id = await local_task(core, work)
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/app.py", "print('hello')\n")
+        await finish(core, ALICE, task_id)
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        landed = work.head("main")
+        # As if the integrator died after moving the ref and before recording it: the row says merging.
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        async with core.db.write() as conn:
+            item = await integrations.of_task(conn, task_id)
+            assert item is not None
+            await integrations.update_integration(conn, item.id, {"status": "merging"})
+        assert await integrator.integrate_waiting(core, "another-process") == 1
+        assert work.head("main") == landed
+        again = await observe.get_task(core, task_id)
+        assert again.integration is not None
+        assert again.integration.status == "merged"
+        assert again.integration.commit == landed
+
+
+async def test_one_integrator_per_repository_and_ref_until_its_lease_lapses(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    async with make_core(make_settings) as core:
+        now = datetime.now(UTC)
+        later = now + timedelta(seconds=30)
+        async with core.db.write() as conn:
+            assert await integrations.take(conn, "r", "main", "one", now, later)
+            assert not await integrations.take(conn, "r", "main", "two", now, later)
+            assert await integrations.take(conn, "r", "other", "two", now, later)
+            assert await integrations.take(conn, "r", "main", "one", now, later)  # renewed by its holder
+            # Lapsed: taken over.
+            lapsed = later + timedelta(seconds=1)
+            assert await integrations.take(conn, "r", "main", "two", lapsed, lapsed + timedelta(seconds=30))
