@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from server.core.missions import plan
 from server.core.operators import observe
 from server.core.review import completion, reviews
 from server.core.service import Core
-from server.db import tables
+from server.db import integrations, tables
 from server.db.copy import CopyError, copied_tables, copy_database
 from server.db.engine import Database
 from server.db.migrate import head_revision, upgrade
@@ -32,6 +33,7 @@ from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from tests.conftest import drop_postgres_database, postgres_database
 from tests.core.helpers import ADMIN, ALICE, BOB, PATCH, enqueue, satisfied_by
+from tests.git.repo import Work
 from tests.transports.conftest import call, subprocess_env
 
 pytestmark = pytest.mark.anyio
@@ -59,7 +61,7 @@ async def lived(tmp_path: Path) -> AsyncIterator[Lived]:
     core = Core.build(settings)
     await upgrade(core.db)
     try:
-        yield await _live_in(core)
+        yield await _live_in(core, tmp_path)
     finally:
         await core.db.dispose()
 
@@ -69,7 +71,7 @@ def source(lived: Lived) -> Core:
     return lived.core
 
 
-async def _live_in(core: Core) -> Lived:
+async def _live_in(core: Core, home: Path) -> Lived:
     await tokens.create_token(core, "ci-agent-1", ["worker"])
     alice_secret, _ = await tokens.create_token(core, "alice", ["reviewer", "admin"])
     # A dashboard login that logged out (ended_ui_sessions), and the dashboard's form key (server_secrets).
@@ -109,6 +111,18 @@ async def _live_in(core: Core) -> Lived:
     second = await completion.complete_task(core, BOB, reviewed, success=True, summary="Added one")
     await reviews.submit_review(core, ADMIN, second.evidence_pack.id, "approved", "Good")
     core.settings.review_auto_approve = True
+
+    # Approved work of a local working tree in the merge queue, and an integrator holding its (repo, ref).
+    repo = Work(home / "repo")
+    merged = await enqueue(core, target_repo=str(repo.path), target_ref="main", acceptance_criteria=[])
+    space = (await queue.claim_task(core, ALICE, merged)).workspace
+    assert space is not None
+    assert space.path is not None
+    (Path(space.path) / "src" / "app.py").write_text("print('hello')\n")
+    await completion.complete_task(core, ALICE, merged, success=True, summary="Greeted")
+    async with core.db.write() as conn:
+        now = datetime.now(UTC)
+        assert await integrations.take(conn, str(repo.path), "main", "copy-test", now, now + timedelta(seconds=30))
 
     failed = await enqueue(core, objective="Fix the flaky test", priority="P0")
     await queue.claim_task(core, ALICE, failed)

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
+from server.config import Settings
 from tests.git.repo import Work
 from tests.tools.conftest import ClientFactory, error, ok
 from tests.tools.test_verified_changes import PARTIAL_DIFF, claim, complete, enqueue, report
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def make_settings(make_settings: Callable[..., Settings]) -> Callable[..., Settings]:
+    """Section 13's reading of a local working tree (its uncommitted changes count): integration off here
+    (tests/integration/ covers the merge queue)."""
+    return partial(make_settings, integrate_local=False)
 
 
 async def page(client: Client, uri: str) -> str:

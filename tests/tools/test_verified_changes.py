@@ -6,18 +6,28 @@ changed at completion, and the prover's scope check believes those, not a pasted
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from server.config import Settings
 from tests.git.repo import Work, bare_clone, git
 from tests.tools.conftest import ClientFactory, error, ok
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def make_settings(make_settings: Callable[..., Settings]) -> Callable[..., Settings]:
+    """Section 13's reading of a local working tree (its uncommitted changes count): integration off here
+    (tests/integration/ covers the merge queue)."""
+    return partial(make_settings, integrate_local=False)
+
 
 PARTIAL_DIFF = """diff --git a/src/app.py b/src/app.py
 --- a/src/app.py
