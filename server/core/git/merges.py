@@ -56,9 +56,11 @@ def _env(author: tuple[str, str, str] | None = None) -> dict[str, str]:
     return env
 
 
-async def _git(repo: gitcli.Repo, *args: str, within: float, ok: tuple[int, ...] = (0,), **env: str) -> gitcli.Output:
+async def _git(
+    repo: gitcli.Repo, *args: str, within: float, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None
+) -> gitcli.Output:
     try:
-        return await gitcli.git(repo, *args, within=within, ok=ok, extra_env=env or None)
+        return await gitcli.git(repo, *args, within=within, ok=ok, extra_env=env)
     except gitcli.GitError as exc:
         if ".lock" in exc.stderr and ("exists" in exc.stderr or "Unable to create" in exc.stderr):
             raise Locked(str(exc), returncode=exc.returncode, stderr=exc.stderr) from None
@@ -142,7 +144,7 @@ async def _commit_tree(
     for parent in parents:
         args += ["-p", parent]
     args += ["-m", message]
-    return _out(await _git(repo, *args, within=within, **_env(author)))
+    return _out(await _git(repo, *args, within=within, env=_env(author)))
 
 
 async def move_ref(repo: gitcli.Repo, ref: str, new: str, old: str, *, within: float) -> bool:
@@ -191,7 +193,7 @@ async def fast_forward(worktree: Path, new: str, *, within: float) -> bool:
     if (await _git_dir(worktree) / "index.lock").exists():
         raise Locked(f"{worktree} holds index.lock", returncode=128, stderr="index.lock exists")
     try:
-        await _git(repo, "merge", "--ff-only", "--no-edit", "--quiet", new, within=within, **_env())
+        await _git(repo, "merge", "--ff-only", "--no-edit", "--quiet", new, within=within, env=_env())
     except Locked:
         raise
     except gitcli.GitError:

@@ -186,7 +186,9 @@ async def _read_workspace(core: Core, task: Task, run: Run) -> ReadChange:
             return ReadChange(verifiable=True, note="the run's repository cannot be read now")
         head = await workspace.head_of(core, place, run)
         if head is None or head == run.base_commit:
-            return ReadChange(verifiable=True, note=f"nothing was committed on branch {run.workspace['branch']}")
+            return ReadChange(
+                verifiable=True, note=f"nothing was committed on branch {(run.workspace or {}).get('branch')}"
+            )
         change = verified.Change(place, run.base_commit, head, working_tree=False)
         return ReadChange(True, await verified.files_changed(core, change), (head,))
     except gitcli.GitError as exc:
