@@ -79,13 +79,13 @@ async def of_task(conn: AsyncConnection, task_id: str) -> Integration | None:
     return Integration.maybe((await conn.execute(query)).mappings().first())
 
 
-async def listed(conn: AsyncConnection, *, repo: str | None = None, limit: int = 100) -> list[Integration]:
-    """The merge queue, waiting ones first, then the latest ended (the dashboard's view)."""
+async def listed(conn: AsyncConnection, *, limit: int = 100) -> list[dict[str, Any]]:
+    """The merge queue newest first, with each task's objective (the dashboard's view)."""
     g = t.integrations
-    query = select(g).order_by(g.c.id.desc()).limit(limit)
-    if repo is not None:
-        query = query.where(g.c.repo == repo)
-    return [Integration.of(row) for row in (await conn.execute(query)).mappings().all()]
+    query = (
+        select(g, t.tasks.c.objective).join(t.tasks, t.tasks.c.id == g.c.task_id).order_by(g.c.id.desc()).limit(limit)
+    )
+    return [dict(row) for row in (await conn.execute(query)).mappings().all()]
 
 
 async def counts(conn: AsyncConnection) -> dict[str, int]:
@@ -100,3 +100,27 @@ async def merging_runs(conn: AsyncConnection, run_ids: Sequence[str]) -> set[str
     g = t.integrations
     query = select(g.c.run_id).where(g.c.run_id.in_(list(run_ids)), g.c.status == "merging")
     return {row[0] for row in (await conn.execute(query)).all()}
+
+
+async def waiting_with_reason(conn: AsyncConnection, limit: int) -> list[dict[str, Any]]:
+    """Queued integrations that cannot go on (a dirty checkout, a lock), oldest first, with their task's objective
+    and the run's agent: work a person must unblock (jct_list_stuck)."""
+    g, tasks, runs = t.integrations, t.tasks, t.runs
+    query = (
+        select(
+            g.c.task_id,
+            g.c.run_id,
+            g.c.waiting,
+            g.c.queued_at,
+            g.c.repo,
+            g.c.ref,
+            tasks.c.objective,
+            runs.c.actor_id,
+        )
+        .join(tasks, tasks.c.id == g.c.task_id)
+        .join(runs, runs.c.id == g.c.run_id)
+        .where(g.c.status == "queued", g.c.waiting.is_not(None))
+        .order_by(g.c.id)
+        .limit(limit)
+    )
+    return [dict(row) for row in (await conn.execute(query)).mappings().all()]

@@ -36,6 +36,7 @@ def build_ui(dashboard: Dashboard) -> Starlette:
         Route("/missions/{mission_id}", page(pages.mission_page), methods=GET),
         Route("/agents", page(pages.agents_page), methods=GET),
         Route("/stuck", page(pages.stuck_page), methods=GET),
+        Route("/merges", page(pages.merges_page), methods=GET),
         Route("/audit", page(pages.audit_page), methods=GET),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", page(logout), methods=POST),

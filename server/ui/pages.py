@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from server.core.claims import queue
+from server.core.integration import queue as integration
 from server.core.missions import status as mission_status
 from server.core.operators import actions, observe
 from server.core.review import reviews as review
@@ -151,6 +152,11 @@ async def mission_page(ui: Dashboard, request: Request, viewer: Viewer) -> Respo
 async def agents_page(ui: Dashboard, request: Request, viewer: Viewer) -> Response:
     agents = await actions.list_agents(ui.core)
     return ui.render(request, viewer, "agents.html", agents=agents)
+
+
+async def merges_page(ui: Dashboard, request: Request, viewer: Viewer) -> Response:
+    merges = await integration.merge_queue(ui.core, limit=200)
+    return ui.render(request, viewer, "merges.html", merges=merges)
 
 
 async def stuck_page(ui: Dashboard, request: Request, viewer: Viewer) -> Response:

@@ -9,18 +9,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from server.config import Settings
 from server.core.claims import queue
 from server.core.integration import integrator
 from server.core.missions import plan, status
-from server.core.operators import observe
+from server.core.operators import actions, observe
 from server.core.review import completion
 from server.core.service import Core
 from server.db import integrations
 from tests.core.helpers import ALICE, BOB, built_core, enqueue
 from tests.git.repo import Work, bare_clone, git
+from tests.support.serving import running
+from tests.ui.test_pages import asgi
 
 pytestmark = pytest.mark.anyio
 
@@ -155,6 +158,9 @@ async def test_a_checkout_with_uncommitted_changes_is_never_overwritten(
         assert "README.md" in view.integration.waiting
         assert work.head("main") == first
         assert (work.path / "README.md").read_text() == "my own edit\n"
+        stuck = await actions.list_stuck(core)
+        assert [item.kind for item in stuck.items] == ["integration_waiting"]
+        assert "README.md" in stuck.items[0].reason
 
         work.git("checkout", "--", "README.md")
         assert await integrator.integrate_waiting(core, HOLDER) == 1
@@ -302,3 +308,34 @@ async def test_one_integrator_per_repository_and_ref_until_its_lease_lapses(
             # Lapsed: taken over.
             lapsed = later + timedelta(seconds=1)
             assert await integrations.take(conn, "r", "main", "two", lapsed, lapsed + timedelta(seconds=30))
+
+
+async def test_the_servers_own_integrator_merges_and_the_dashboard_shows_the_queue(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """With the app's lifespan running, the background integrator does the work; /ui/merges shows what landed and
+    what conflicted, file names as text."""
+    work = Work(tmp_path / "repo")
+    hostile = "src/<b>x</b>.py"
+    async with running(make_settings(integrate_local=True)) as (app, core), asgi(app) as http:
+        one = await local_task(core, work, objective="First")
+        two = await local_task(core, work, objective="Second")
+        a = (await queue.claim_task(core, ALICE, one)).workspace
+        b = (await queue.claim_task(core, BOB, two)).workspace
+        assert a is not None
+        assert b is not None
+        commit_in(a.model_dump(), hostile, "one\n")
+        commit_in(b.model_dump(), hostile, "two\n")
+        await finish(core, ALICE, one)
+        await finish(core, BOB, two)
+        for _ in range(600):  # the integrator polls once a second
+            views = [await observe.get_task(core, task_id) for task_id in (one, two)]
+            if all(v.integration is not None and v.integration.status not in ("queued", "merging") for v in views):
+                break
+            await anyio.sleep(0.1)
+        assert [v.integration.status for v in views if v.integration is not None] == ["merged", "conflict"]
+        page = await http.get("/ui/merges")
+        assert page.status_code == 200
+        assert "merged" in page.text
+        assert "conflicts in src/&lt;b&gt;x&lt;/b&gt;.py" in page.text
+        assert "<b>x</b>" not in page.text

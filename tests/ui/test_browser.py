@@ -86,6 +86,7 @@ async def test_every_page_opens_and_agent_text_never_runs(
             "mission": f"/ui/missions/{ids['mission']}",
             "agents": "/ui/agents",
             "stuck": "/ui/stuck",
+            "merges": "/ui/merges",
             "audit": "/ui/audit",
         }
         for name, path in pages.items():

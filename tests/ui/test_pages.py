@@ -95,6 +95,7 @@ async def test_every_page_answers_and_escapes_agent_text(
         f"/ui/missions/{ids['mission']}",
         "/ui/agents",
         "/ui/stuck",
+        "/ui/merges",
         "/ui/audit",
         "/ui/audit?action=task.enqueued&entity_kind=Task",
     ]

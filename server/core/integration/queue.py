@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from server.core import results
 from server.core.audit import AuditAction, audit_row, issue_moved
 from server.core.briefings import versions
 from server.core.missions import plan
@@ -74,6 +75,14 @@ def values(
 def queued_audit(actor: Actor, run_id: str, queued: dict[str, Any], trace_id: str | None) -> dict[str, Any]:
     after = {"status": QUEUED, "repo": queued["repo"], "ref": queued["ref"], "head": queued["head_commit"]}
     return audit_row(actor, AuditAction.INTEGRATION_QUEUED, EntityKind.RUN, run_id, None, after, trace_id)
+
+
+async def merge_queue(core: Core, *, limit: int = 100) -> results.MergeQueue:
+    """The merge queue newest first: what waits (and why), what landed, what went back to an agent."""
+    async with core.db.read() as conn:
+        rows = await integrations.listed(conn, limit=limit)
+    items = [results.MergeQueueItem.model_validate(row) for row in rows]
+    return results.MergeQueue(items=items, count=len(items))
 
 
 async def approve(core: Core, conn: AsyncConnection, actor: Actor, task: Task, run: Run) -> None:

@@ -18,9 +18,9 @@ from server.core.audit import AuditAction, audit_row
 from server.core.briefings import versions
 from server.core.models import Actor, Limits, check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
+from server.db import integrations, queries
 from server.db import missions as mission_rows
 from server.db import operators as q
-from server.db import queries
 from server.errors import invalid, task_not_found
 from server.vocab import TASK_ENDED_UNAPPROVED, TASK_OPEN, EntityKind, IssueStatus, MissionStatus, Priority, TaskStatus
 
@@ -195,6 +195,7 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
         running = await q.stuck_runs(conn, now, now - silent, limit)
         humans = await q.human_blocked_reviews(conn, limit)
         failed = await q.failed_dependencies(conn, limit)
+        held = await integrations.waiting_with_reason(conn, limit)
     # The runs come most urgent first; finished runs awaiting a person go after the running ones that do.
     urgent = [
         _running_item(run, now) for run in running if RUN_KINDS[run["kind"]] in ("lease_overdue", "human_blocker")
@@ -203,6 +204,7 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
     def described() -> Iterator[r.StuckItem]:
         yield from urgent
         yield from (_human_item(pack) for pack in humans)
+        yield from (_integration_item(row) for row in held)
         yield from (_running_item(run, now) for run in running[len(urgent) :])
         yield from (_dependency_item(row) for row in failed)
 
@@ -242,6 +244,12 @@ def _human_item(pack: Any) -> r.StuckItem:
         reason,
         f"Review evidence pack {pack.evidence_pack_id} (jct_submit_review).",
     )
+
+
+def _integration_item(row: Any) -> r.StuckItem:
+    reason = f"Approved work waits to be merged into {row['ref']}: {row['waiting']}."
+    action = "Do what the reason says (commit or stash the checkout's changes, remove a stale lock); JCT retries."
+    return _stuck("integration_waiting", row, row["queued_at"], reason, action)
 
 
 def _dependency_item(row: Any) -> r.StuckItem:

@@ -200,6 +200,19 @@ class IntegrationView(Shape):
     ended_at: datetime | None = None
 
 
+class MergeQueueItem(IntegrationView):
+    task_id: str
+    run_id: str
+    objective: str
+
+
+class MergeQueue(Ok):
+    """The merge queue, newest first (the dashboard's view): what waits, what landed, what went back."""
+
+    items: list[MergeQueueItem]
+    count: int
+
+
 class TaskView(Ok):
     task: TaskDetail
     runs: list[RunSummary]
@@ -324,7 +337,9 @@ class AgentList(Ok):
     count: int
 
 
-StuckKind = Literal["lease_overdue", "over_budget", "no_progress", "human_blocker", "failed_dependency"]
+StuckKind = Literal[
+    "lease_overdue", "over_budget", "no_progress", "human_blocker", "failed_dependency", "integration_waiting"
+]
 
 
 class StuckItem(Shape):
