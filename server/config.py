@@ -186,6 +186,9 @@ class Settings(BaseSettings):
     check_timeout_seconds: float = Field(default=900.0, gt=0, le=86400)
     # The check command's output JCT keeps (its tail).
     check_output_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    # How long one process's hold on integrating a (repository, ref) lasts unless renewed (a third of it); a
+    # process that dies mid-integration is taken over this long after.
+    integrator_lease_seconds: float = Field(default=30.0, ge=1, le=3600)
     # Where runs' worktrees are made; default $JCT_HOME/worktrees.
     worktrees_dir: Path | None = None
 

@@ -35,9 +35,6 @@ from server.failures import FailureLog
 
 log = logging.getLogger(__name__)
 
-# How long an integrator's lease lasts without renewal, and how often it is renewed while it works.
-LEASE_SECONDS = 30.0
-RENEW_SECONDS = 10.0
 # How many times one integration is replayed again because the target moved under it, in one turn.
 MOVED_RETRIES = 5
 
@@ -92,7 +89,8 @@ async def integrate_waiting(core: Core, holder: str) -> int:
 async def _take(core: Core, repo: str, ref: str, holder: str) -> bool:
     now = datetime.now(UTC)
     async with core.db.write() as conn:
-        return await integrations.take(conn, repo, ref, holder, now, now + timedelta(seconds=LEASE_SECONDS))
+        until = now + timedelta(seconds=core.settings.integrator_lease_seconds)
+        return await integrations.take(conn, repo, ref, holder, now, until)
 
 
 async def _drain(core: Core, repo: str, ref: str, holder: str) -> int:
@@ -108,7 +106,7 @@ async def _drain(core: Core, repo: str, ref: str, holder: str) -> int:
             async def renew() -> None:
                 nonlocal lost
                 while True:
-                    await anyio.sleep(RENEW_SECONDS)
+                    await anyio.sleep(core.settings.integrator_lease_seconds / 3)
                     if not await _take(core, repo, ref, holder):
                         lost = True
                         tg.cancel_scope.cancel()
