@@ -339,3 +339,36 @@ async def test_the_servers_own_integrator_merges_and_the_dashboard_shows_the_que
         assert "merged" in page.text
         assert "conflicts in src/&lt;b&gt;x&lt;/b&gt;.py" in page.text
         assert "<b>x</b>" not in page.text
+
+
+async def test_a_remote_agent_pushes_its_branch_and_jct_pushes_main_never_forced(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """A URL location: JCT pushes the run's branch to the remote at claim (no worktree), the agent fetches it,
+    commits and pushes; JCT reads it at completion and pushes the integrated main."""
+    source = Work(tmp_path / "source")
+    remote = bare_clone(source.path, tmp_path / "remote" / "api.git")
+    first = git(remote, "rev-parse", "main")
+    settings = {"repos": [f"myorg/=file://{tmp_path / 'remote'}"], "repos_writable": ["myorg/"]}
+    async with make_core(make_settings, **settings) as core:
+        task_id = await enqueue(
+            core, target_repo="myorg/api", target_ref="main", target_path="src", acceptance_criteria=[]
+        )
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        assert space.path is None  # a remote agent's workspace is the branch
+        assert git(remote, "rev-parse", space.branch) == first
+        clone = tmp_path / "agent"
+        git(tmp_path, "clone", "--quiet", "--branch", space.branch, str(remote), str(clone))
+        (clone / "src" / "app.py").write_text("print('remote')\n")
+        git(clone, "commit", "--quiet", "-am", "remote change")
+        git(clone, "push", "--quiet", "origin", space.branch)
+        done = await finish(core, ALICE, task_id)
+        assert done.review.status == "auto_approved"
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        tip = git(remote, "rev-parse", "main")
+        assert tip != first
+        assert git(remote, "show", "main:src/app.py") == "print('remote')"
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        assert view.integration.commit == tip
