@@ -12,7 +12,8 @@ Everything goes through nginx except token minting and the final bookkeeping, wh
 Checks, each printed as PASS/FAIL: routing of legacy sessions by their replica prefix; the agent lifecycle
 (enqueue, claim, progress, artifacts, complete, review) in both protocol eras; artifacts written by one
 replica read through the other (shared trace volume); the Host allow-list behind the proxy; the legacy
-HTTP+SSE transport; a change on jct2 notifying a subscriber on jct1; 40 agents draining 400 tasks with
+HTTP+SSE transport; a remote agent's change merged into main by the integrator (--remote); a change on jct2
+notifying a subscriber on jct1; 40 agents draining 400 tasks with
 no task claimed twice; and jct2 stopped with SIGTERM mid-run: no call hangs or is silently lost, agents
 carry on through jct1, jct2's claims expire and are claimed again, and every task completes.
 """
@@ -23,6 +24,7 @@ import argparse
 import json
 import re
 import shlex
+import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -323,6 +325,62 @@ async def lifecycle(dep: Deployment, mode: str, engine: AsyncEngine) -> str:
     )
     check("task.claimed" in [a for (a,) in actions], f"{mode}: no task.claimed in the audit log")
     return f"{mode}: 2 tasks, auto-approved and reviewer-approved; artifact read on {sorted(read_on)}"
+
+
+def host_git(cwd: Path, *args: str) -> str:
+    """git on the test's side, as a remote agent runs it (the remote belongs to the containers' user)."""
+    command = ["git", "-c", "safe.directory=*", "-c", "user.name=E2E Agent", "-c", "user.email=e2e@example.com"]
+    done = subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CheckFailed(f"git {' '.join(args)}: {done.stderr.strip()[-400:]}")
+    return done.stdout.strip()
+
+
+async def integration(dep: Deployment, remote: Path) -> str:
+    """A remote agent's change reaches main (DESIGN 16): the claim names the run's branch on the remote (a URL
+    location, JCT_REPOS_WRITABLE), the agent fetches it, commits and pushes; once auto-approved, the integrator
+    (in either replica) pushes main, never forced."""
+    repo = remote / "app.git"
+    before = host_git(remote, "--git-dir", str(repo), "rev-parse", "main")
+    async with dep.client("admin", "legacy") as admin, dep.client("agent-01", "legacy") as agent:
+        made = await call(
+            admin,
+            "jct_enqueue_task",
+            objective="Greet in the app",
+            operation="code_change",
+            target_repo="deploy/app",
+            target_ref="main",
+            target_path="src",
+            acceptance_criteria=[],
+        )
+        claim = await call(agent, "jct_claim_task", task_id=made["task_id"])
+        workspace = claim.get("workspace") or {}
+        check(workspace.get("branch") is not None and workspace.get("path") is None, f"workspace {workspace}")
+        with TemporaryDirectory() as scratch:
+            clone = Path(scratch) / "app"
+            host_git(Path(scratch), "clone", "--quiet", "--branch", workspace["branch"], str(repo), str(clone))
+            (clone / "src").mkdir(exist_ok=True)
+            (clone / "src" / "hello.py").write_text("print('hello from e2e')\n")
+            host_git(clone, "add", "-A")
+            host_git(clone, "commit", "--quiet", "-m", "Greet")
+            host_git(clone, "push", "--quiet", "origin", workspace["branch"])
+        done = await call(
+            agent, "jct_complete_task", task_id=made["task_id"], run_id=claim["run_id"], success=True, summary="Greets."
+        )
+        check(done["review"]["status"] == "auto_approved", f"completion {done}")
+        status = None
+        with anyio.fail_after(PHASE_LIMIT):
+            while status != "merged":
+                task = await call(admin, "jct_get_task", task_id=made["task_id"])
+                status = (task.get("integration") or {}).get("status")
+                check(status in ("queued", "merging", "merged"), f"integration {task.get('integration')}")
+                if status != "merged":
+                    await anyio.sleep(0.5)
+    after = host_git(remote, "--git-dir", str(repo), "rev-parse", "main")
+    check(after == task["integration"]["commit"] != before, f"main {before} -> {after}: {task['integration']}")
+    shown = host_git(remote, "--git-dir", str(repo), "show", "main:src/hello.py")
+    check(shown == "print('hello from e2e')", f"main's src/hello.py is {shown!r}")
+    return f"deploy/app: the agent's branch merged into main as {after[:12]}"
 
 
 async def routing(dep: Deployment, args: argparse.Namespace) -> str:
@@ -781,6 +839,8 @@ async def main(args: argparse.Namespace) -> int:
         await run("lifecycle (legacy)", lambda: lifecycle(dep, "legacy", engine))
         await run("lifecycle (2026-07-28)", lambda: lifecycle(dep, "modern", engine))
         await run("legacy HTTP+SSE transport", lambda: sse_transport(dep))
+        if args.remote:
+            await run("integration: a remote agent's change merged into main", lambda: integration(dep, args.remote))
         await run("notification across replicas", lambda: notification_across_replicas(dep))
         await run(f"{AGENTS} agents drain {TASKS} tasks", lambda: many_agents(dep, engine))
         await run("access log: session requests stay on their replica", lambda: access_log_routing(args))
@@ -804,6 +864,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--access-log", required=True, help="nginx's access log (log_format jct)")
     parser.add_argument("--stop-replica-command", default="", help="stops jct2 with SIGTERM; empty: skip")
     parser.add_argument("--run-tag", default="e2e", help="prefix of the token names minted for this run")
+    parser.add_argument(
+        "--remote", type=Path, default=None, help="the directory of bare repositories the replicas may write (app.git)"
+    )
     args = parser.parse_args()
     args.replicas = dict(item.split("=", 1) for item in args.replica)
     return args

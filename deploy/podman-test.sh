@@ -175,8 +175,20 @@ P1=$(free_port); P2=$(free_port); PN=$(free_port)
 while [ "$P2" = "$P1" ]; do P2=$(free_port); done
 while [ "$PN" = "$P1" ] || [ "$PN" = "$P2" ]; do PN=$(free_port); done
 
+# A remote the replicas may write (DESIGN 16): a bare repository with one commit, owned by the image's user.
+mkdir -p "$WORK/remote"
+git init --quiet --bare --initial-branch=main "$WORK/remote/app.git"
+git init --quiet --initial-branch=main "$WORK/seed"
+echo "app" > "$WORK/seed/README.md"
+git -C "$WORK/seed" add README.md
+git -C "$WORK/seed" -c user.name=seed -c user.email=seed@example.com commit --quiet -m "first"
+git -C "$WORK/seed" push --quiet "$WORK/remote/app.git" main
+chown -R 10001:10001 "$WORK/remote"
+
 start_replica() {  # name port
     podman run --detach --name "$TAG-$1" --network=host --volume "$VOLUME:/data" \
+        --volume "$WORK/remote:/remote" \
+        --env JCT_REPOS=deploy/=file:///remote --env JCT_REPOS_WRITABLE=deploy/ \
         --health-interval=disable \
         --env JCT_DATABASE_URL="$DATABASE_URL" \
         --env JCT_REPLICA="$1" \
@@ -227,7 +239,7 @@ say "nginx on :$PN"
 say "e2e.py"
 if ! .venv/bin/python deploy/e2e.py --url "http://127.0.0.1:$PN" --database-url "$DATABASE_URL" \
     --replica "jct1=127.0.0.1:$P1" --replica "jct2=127.0.0.1:$P2" --access-log "$WORK/nginx-access.log" \
-    --stop-replica-command "podman stop --time 25 $TAG-jct2" --run-tag "$TAG"; then
+    --stop-replica-command "podman stop --time 25 $TAG-jct2" --run-tag "$TAG" --remote "$WORK/remote"; then
     fail "e2e.py"
 fi
 
