@@ -823,10 +823,12 @@ async def main(args: argparse.Namespace) -> int:
             if hasattr(outcome, "__await__"):
                 outcome = await outcome
             detail, passed = str(outcome), True
-        except CheckFailed as exc:
-            detail, passed = str(exc), False
         except Exception as exc:
-            detail, passed = f"{type(exc).__name__}: {exc}", False
+            # A check that failed inside a client's context arrives wrapped in its task group's exception group.
+            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]
+            detail = str(exc) if isinstance(exc, CheckFailed) else f"{type(exc).__name__}: {exc}"
+            passed = False
         took = time.monotonic() - started
         results.append((name, passed, detail))
         print(f"{'PASS' if passed else 'FAIL'} {name} ({took:.1f}s): {detail}", flush=True)
