@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -329,8 +330,14 @@ async def lifecycle(dep: Deployment, mode: str, engine: AsyncEngine) -> str:
 
 def host_git(cwd: Path, *args: str) -> str:
     """git on the test's side, as a remote agent runs it (the remote belongs to the containers' user)."""
-    command = ["git", "-c", "safe.directory=*", "-c", "user.name=E2E Agent", "-c", "user.email=e2e@example.com"]
-    done = subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, check=False)
+    # safe.directory from a config file under HOME: git drops `-c` settings for the upload-pack and receive-pack
+    # it runs on a local repository, so they would not reach the check there.
+    with TemporaryDirectory() as home:
+        Path(home, ".gitconfig").write_text(
+            "[safe]\n\tdirectory = *\n[user]\n\tname = E2E Agent\n\temail = e2e@example.com\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | {"HOME": home}
+        done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise CheckFailed(f"git {' '.join(args)}: {done.stderr.strip()[-400:]}")
     return done.stdout.strip()
