@@ -166,10 +166,7 @@ class Process:
         try:
             self._pump(process, deadline)
             if not self.timed_out:
-                try:
-                    self.returncode = process.wait(timeout=max(deadline - time.monotonic(), 0.001))
-                except subprocess.TimeoutExpired:
-                    self.timed_out = True
+                self._reap(process, deadline)
         finally:
             if process.poll() is None:
                 _kill(process)
@@ -178,6 +175,29 @@ class Process:
                 if pipe is not None:
                     with contextlib.suppress(OSError):
                         pipe.close()
+
+    def _reap(self, process: subprocess.Popen[bytes], deadline: float) -> None:
+        """Wait, by the deadline, for git to exit (its output has ended). On a pidfd where there is one:
+        `Popen.wait(timeout)` polls with sleeps from 0.5 ms up, which costs a short command a third of its time."""
+        if process.poll() is not None:
+            self.returncode = process.returncode
+            return
+        try:
+            pidfd = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):
+            try:
+                self.returncode = process.wait(timeout=max(deadline - time.monotonic(), 0.001))
+            except subprocess.TimeoutExpired:
+                self.timed_out = True
+            return
+        try:
+            ready, _, _ = select.select([pidfd], [], [], max(deadline - time.monotonic(), 0))
+        finally:
+            os.close(pidfd)
+        if not ready:
+            self.timed_out = True
+            return
+        self.returncode = process.wait()
 
     def _pump(self, process: subprocess.Popen[bytes], deadline: float) -> None:
         assert process.stdout is not None
