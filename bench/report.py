@@ -131,6 +131,18 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 "met" if per < SESSION_TARGET_KIB else verdict_max(per, SESSION_TARGET_KIB),
             )
         )
+    integrate = results.get("integrate")
+    if integrate:
+        for variant, cell in integrate["variants"].items():
+            rows.append(
+                (
+                    f"integrating a one-file change into {integrate['files']:,} files (replay + ref update), "
+                    f"{variant}, vs the bare git commands",
+                    f"{cell['ratio']:.2f}x ({cell['jct_ms']:.1f} vs {cell['bare_ms']:.1f} ms)",
+                    f"≤ {integrate['target']}x",
+                    verdict_max(cell["ratio"], integrate["target"]),
+                )
+            )
     return rows
 
 
@@ -337,6 +349,8 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
         lines += artifacts_section(results["artifacts"]["rows"], results_dir, rel)
     if "protocol" in results:
         lines += protocol_section(results["protocol"])
+    if "integrate" in results:
+        lines += integrate_section(results["integrate"])
     out.write_text("\n".join(lines) + "\n")
 
 
@@ -574,4 +588,26 @@ def protocol_section(proto: dict[str, Any]) -> list[str]:
                     f"| {dialect} | {level} | `{name}` | {f0(cell['calls_per_s'])} | {cell['p50_ms']:.1f} | "
                     f"{cell['p99_ms']:.1f} | {cost:.2f}x |"
                 )
+    return [*lines, ""]
+
+
+def integrate_section(integrate: dict[str, Any]) -> list[str]:
+    lines = [
+        "## 6. Integration: replay and ref update beside the bare git commands (bench/integrate.py)",
+        "",
+        f"A one-file change replayed (`rebase`) onto a target moved by one commit, in a generated repository of "
+        f"{integrate['files']:,} files, then the target moved by compare-and-swap: `merges.replay` + "
+        f"`merges.move_ref`, beside the same git commands (checked equal, commit ids aside) each run by "
+        f"`subprocess.run`; alternating, median of {integrate['rounds']} rounds each; {integrate['git']}; "
+        f"{integrate.get('date', '')}, {integrate.get('cores', '?')} cores at load average "
+        f"{integrate.get('load_after', [float('nan')])[0]:.1f}.",
+        "",
+        "| repository | git commands | JCT ms | bare git ms | JCT / bare | median of paired ratios |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for variant, cell in integrate["variants"].items():
+        lines.append(
+            f"| {variant} | {cell['commands']} | {cell['jct_ms']:.1f} | {cell['bare_ms']:.1f} | {cell['ratio']:.2f}x | "
+            f"{cell['paired_ratio']:.2f}x |"
+        )
     return [*lines, ""]

@@ -16,6 +16,8 @@ Workloads (each module's docstring says exactly what it measures):
   sessions     bench/sessions.py: 500 legacy streamable HTTP sessions from 4 client processes: server
                memory per idle and per subscribed session, notification fan-out p50/p99
   artifacts    bench/artifacts.py: 1 KiB, 100 KiB, 1 MiB artifacts from 10 agents at once beside `sink`
+  integrate    bench/integrate.py: a one-file change replayed into 10,000 files and the target moved, beside
+               the bare git commands (target: at most 1.5x)
   profile      (with --profile) bench/profiling.py: pyinstrument's flat report of a server through a drain
 
 Every server is its own process (`create_app` plus the floor tools, or `jct serve`); every database is
@@ -47,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import artifacts
 import contention
+import integrate
 import profiling
 import protocol
 import report
@@ -55,7 +58,7 @@ import sessions
 from common import DEFAULT_PG, fresh_database, raise_nofile, scalar
 
 # Quickest first: an interrupted run still leaves RESULTS.md with what finished (it is rewritten after each).
-WORKLOADS = ("sessions", "artifacts", "protocol", "scale", "contention")
+WORKLOADS = ("integrate", "sessions", "artifacts", "protocol", "scale", "contention")
 OPTIONAL = ("profile",)  # not in the default run: add with --profile (about a minute more)
 BENCH = Path(__file__).resolve().parent
 
@@ -171,6 +174,14 @@ async def run_artifacts(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     return {"rows": await artifacts.run(["sqlite", "postgresql"], 10, args.pg, log)}
 
 
+async def run_integrate(args: argparse.Namespace, home: Path) -> dict[str, Any]:
+    result = await integrate.measure(home / "integrate", args.integrate_files, args.integrate_rounds, log)
+    for cell in result["variants"].values():  # the medians are the figures; every sample: integrate.py --json
+        cell.pop("jct_samples_ms")
+        cell.pop("bare_samples_ms")
+    return result
+
+
 async def run_profile(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     return await profiling.run("postgresql", 10, 60 if args.quick else 300, home, args.pg, log)
 
@@ -181,6 +192,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Path], Awaitable[dict[str, Any]
     "scale": run_scale,
     "sessions": run_sessions,
     "artifacts": run_artifacts,
+    "integrate": run_integrate,
     "profile": run_profile,
 }
 
@@ -258,6 +270,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.sessions = 40 if quick else 500
     args.session_workers = 2 if quick else 4
     args.sessions_dialect = "postgresql"
+    args.integrate_files = 1000 if quick else 10_000
+    args.integrate_rounds = 10 if quick else 150
     return args
 
 

@@ -42,10 +42,23 @@ class Work:
             target.write_text(text)
         return target
 
-    def commit(self, message: str) -> str:
+    def commit(self, message: str, *, author: str | None = None, date: str | None = None) -> str:
+        """Commit everything; `author` as "Name <email>", `date` as git takes it (e.g. "1700000000 +0200")."""
         git(self.path, "add", "-A")
-        git(self.path, "commit", "--quiet", "--allow-empty", "-m", message)
+        extra = [f"--author={author}"] if author else []
+        extra += [f"--date={date}"] if date else []
+        git(self.path, "commit", "--quiet", "--allow-empty", *extra, "-m", message)
         return self.head()
+
+    def checkout(self, *args: str) -> None:
+        git(self.path, "checkout", "--quiet", *args)
+
+    def status(self) -> str:
+        return git(self.path, "status", "--porcelain")
+
+    def refs(self) -> str:
+        """Every ref and what it points at: to show nothing moved."""
+        return git(self.path, "for-each-ref", "--format=%(refname) %(objectname)")
 
     def head(self, ref: str = "HEAD") -> str:
         return git(self.path, "rev-parse", ref)

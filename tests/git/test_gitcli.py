@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 from server.config import Settings
@@ -181,3 +183,54 @@ def test_jct_repos_must_be_pairs_of_prefix_and_location(tmp_path: Path) -> None:
         settings(tmp_path, repos=["myorg/=relative/dir"])
     with pytest.raises(ValueError, match="fetches only"):
         settings(tmp_path, repos=["myorg/=ftp://example.com/x"])
+
+
+async def test_input_and_output_larger_than_a_pipe_do_not_deadlock(tmp_path: Path) -> None:
+    """git reads its input while it writes its answer: both far past a pipe's 64 KiB buffer."""
+    work = Work(tmp_path / "w")
+    repo = gitcli.Repo(work.path, worktree=True)
+    head = work.head()
+    names = "".join(f"{head}\n" for _ in range(20_000)).encode()  # 820 kB in
+    out = await gitcli.git(repo, "cat-file", "--batch-check", within=60, input=names, neutralised=[])
+    assert out.text.splitlines() == [f"{head} commit {len(work.git('cat-file', 'commit', head)) + 1}"] * 20_000
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_a_cancelled_command_is_killed_at_once(tmp_path: Path) -> None:
+    started = tmp_path / "pid"
+    script = f"echo $$ > {started}.tmp; mv {started}.tmp {started}; exec sleep 600"
+    async with anyio.create_task_group() as tg:
+
+        async def call() -> None:
+            await gitcli.run(["sh", "-c", script], within=600)
+
+        tg.start_soon(call)
+        with anyio.fail_after(30):
+            while not started.exists():
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    with anyio.fail_after(10):
+        while alive(int(started.read_text())):
+            await anyio.sleep(0.02)
+
+
+async def test_a_batch_runs_its_commands_off_the_event_loops_thread(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    repo = gitcli.Repo(work.path, worktree=True)
+
+    def work_on(batch: gitcli.Batch) -> tuple[str | None, str, int]:
+        head = batch.resolve(repo, "main", within=30)
+        tree = batch.git(repo, "rev-parse", "HEAD^{tree}", within=30).text.strip()
+        return head, tree, threading.get_ident()
+
+    head, tree, thread = await gitcli.in_thread(work_on)
+    assert head == work.head()
+    assert tree == work.git("rev-parse", "HEAD^{tree}")
+    assert thread != threading.get_ident()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from server.config import Settings
-from server.core.git import gitcli
+from server.core.git import gitcli, merges, workspaces
 from server.core.git.repos import Repos
 from tests.git.repo import Work, git
 
@@ -125,3 +125,133 @@ async def test_a_submodules_own_filter_never_runs(tmp_path: Path) -> None:
     await gitcli.changed_files(repo, base, None, within=30)
 
     assert not clean_ran.exists()
+
+
+# --- integration writes (merges.py, workspaces.py): no hook, merge driver, filter or gpg runs ----------------
+
+HOOKS = (
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "post-checkout",
+    "post-merge",
+    "pre-merge-commit",
+    "reference-transaction",
+    "post-rewrite",
+    "pre-push",
+    "post-index-change",
+    "pre-auto-gc",
+)
+
+
+def hooks(tmp_path: Path, work: Work) -> Path:
+    """Every hook, in the repository's hooks directory and in a core.hooksPath one, leaves `<hook>.ran` in the
+    returned directory."""
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    custom = tmp_path / "custom-hooks"
+    custom.mkdir()
+    for directory in (work.path / ".git" / "hooks", custom):
+        directory.mkdir(exist_ok=True)
+        for name in HOOKS:
+            hook = directory / name
+            hook.write_text(f"#!/bin/sh\ntouch '{ran}/{name}.ran'\ncat >/dev/null 2>&1 || true\n")
+            hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
+    work.git("config", "core.hooksPath", str(custom))
+    return ran
+
+
+async def test_no_hook_runs_while_jct_integrates(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    base = work.head()
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(work.path), str(remote))
+    work.git("checkout", "--quiet", "-b", "run")
+    work.write("src/app.py", "print('run')\n")
+    head = work.commit("the run's change")
+    work.git("checkout", "--quiet", "main")
+    work.write("README.md", "moved\n")
+    onto = work.commit("main moves")
+    work.git("config", "commit.gpgSign", "true")
+    work.git("config", "gpg.program", "false")  # signing would fail every commit: none is signed
+    ran = hooks(tmp_path, work)
+    repo = gitcli.Repo(work.path, worktree=True)
+
+    replayed = await merges.replay(repo, onto=onto, base=base, head=head, strategy="rebase", message="", within=30)
+    assert replayed.commit is not None
+    assert await merges.move_ref(repo, "run", replayed.commit, head, within=30)
+    assert await merges.fast_forward(work.path, replayed.commit, within=30)
+    assert await merges.push(repo, str(remote), replayed.commit, "main", within=30)
+    checked = await merges.run_check(
+        repo, replayed.commit, "true", scratch=tmp_path / "scratch", timeout=60, max_bytes=100
+    )
+    assert checked.ok
+    path = tmp_path / "wt" / "run-1"
+    await workspaces.create(repo, branch="jct/run-1", base=replayed.commit, path=path, within=30)
+    (path / "left.txt").write_text("left\n")
+    assert await workspaces.commit_leftovers(path, message="left over", within=30) is not None
+    await workspaces.remove(repo, path, within=30)
+    await workspaces.delete_branch(repo, "jct/run-1", within=30)
+    merged = await merges.replay(
+        repo, onto=replayed.commit, base=base, head=head, strategy="merge", message="m", within=30
+    )
+    assert merged.commit is not None
+
+    assert sorted(p.name for p in ran.iterdir()) == []
+
+
+async def test_a_merge_driver_never_runs_a_file_both_sides_changed_is_a_conflict(tmp_path: Path) -> None:
+    driver, driver_ran = program(tmp_path, "driver")
+    work = Work(tmp_path / "tree")
+    work.write(".gitattributes", "*.txt merge=evil\n")
+    work.write("notes.txt", "one\ntwo\nthree\n")
+    base = work.commit("notes")
+    work.git("checkout", "--quiet", "-b", "run")
+    work.write("notes.txt", "one\ntwo\nthree, run\n")
+    head = work.commit("run")
+    work.git("checkout", "--quiet", "main")
+    work.write("notes.txt", "one, main\ntwo\nthree\n")
+    onto = work.commit("main")
+    work.git("config", "merge.evil.driver", f"{driver} %O %A %B")
+
+    for strategy in ("rebase", "merge", "squash"):
+        done = await merges.replay(
+            gitcli.Repo(work.path, worktree=True),
+            onto=onto,
+            base=base,
+            head=head,
+            strategy=strategy,
+            message="m",
+            within=30,
+        )
+        assert done == merges.Replayed(None, ["notes.txt"])
+
+    assert not driver_ran.exists()
+
+
+async def test_a_checkout_whose_files_need_a_filter_is_not_moved_and_no_filter_runs(tmp_path: Path) -> None:
+    work, markers = filtered(tmp_path)
+    work.git("config", "filter.evil.smudge", work.git("config", "filter.evil.clean"))
+    work.commit("filtered files")
+    old = work.head()
+    side = tmp_path / "side"
+    work.git("worktree", "add", "--quiet", "-b", "next", str(side))
+    (side / "notes.txt").write_text("changed on next\n")
+    git(side, "commit", "--quiet", "-am", "next")
+    new = git(side, "rev-parse", "HEAD")
+    work.git("worktree", "remove", "--force", str(side))
+    for marker in markers:
+        marker.unlink(missing_ok=True)  # the test's own git ran them
+    repo = gitcli.Repo(work.path, worktree=True)
+
+    with pytest.raises(merges.Filtered):
+        await merges.fast_forward(work.path, new, within=30)
+    assert work.head() == old
+    path = tmp_path / "wt"
+    await workspaces.create(repo, branch="jct/run-1", base=new, path=path, within=30)
+    assert (path / "notes.txt").read_text() == "changed on next\n"
+    checked = await merges.run_check(repo, new, "cat notes.txt", scratch=tmp_path / "s", timeout=60, max_bytes=100)
+
+    assert checked.output == "changed on next\n"
+    assert [m.name for m in markers if m.exists()] == []

@@ -1,5 +1,6 @@
-"""Git: which repositories JCT reads and what it reads from them.
+"""Git: which repositories JCT reads, what it reads from them, and what it writes when it integrates.
 
-Open repos.py first (which repositories, where); gitcli.py runs git, history.py is the read-only views (log, diff,
-files), verified.py reads a run's change itself.
+Open repos.py first (which repositories, where); gitcli.py runs git (runner.py: one command), history.py is the
+read-only views (log, diff, files), verified.py reads a run's change itself; workspaces.py makes and removes a
+run's branch and worktree, merges.py replays approved work onto its target and moves it (DESIGN section 16).
 """

@@ -1,16 +1,19 @@
-"""Reading a git repository through the git CLI, in anyio subprocesses (never on the event loop's thread).
+"""Running git through the git CLI: each command a subprocess driven from a worker thread (runner.py), never
+from the event loop's thread; a function that runs several hands them to one thread (`in_thread`, `Batch`).
 
 Why the CLI (bench/git_access.py, bench/results/git_access.md): on a repository of 10,000 files and 5,000
 commits it is within 1.3x of pygit2 and 4x faster than dulwich on a large diff, the fastest on logs, and a
 command past its timeout or output cap can be killed (a library call in a thread cannot); it needs no wheel.
-Every command here is read-only except `fetch` into JCT's own cache (what integration writes is in merges.py and
-workspaces.py, through `git` below), and each has a timeout and a cap on what it may print.
+The reads are here (and `fetch` into JCT's own cache); integration's writes (merges.py: replay, ref updates,
+pushes; workspaces.py: branches, worktrees, commits) run through the same `Batch.git`, with `write_env()` (JCT
+commits as "JCT <jct@localhost>") and the same neutralised configuration. Each command has a timeout and a
+cap on what it may print.
 
 What a caller passes is checked before git sees it: a ref never starts with `-` and has no `..`; a path is
 relative, without `..`; refs go after `--end-of-options`, paths after `--` with literal pathspecs. The
 repository's own configuration cannot run programs here (`neutral` and `_CONFIG` below, the one list, and
-docs/verified-changes.md): no hook, fsmonitor, filter, external diff, textconv, signature check, credential
-helper, askpass or transport.
+docs/verified-changes.md): no hook, fsmonitor, filter, merge driver, external diff, textconv, signature
+check or signing, credential helper, askpass or transport (a push keeps the operator's credentials).
 """
 
 from __future__ import annotations
@@ -18,16 +21,32 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
 
+from server.core.git.runner import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
+from server.core.git.runner import JCT_EMAIL as JCT_EMAIL
+from server.core.git.runner import JCT_NAME as JCT_NAME
+from server.core.git.runner import Clock as Clock
+from server.core.git.runner import GitError as GitError
+from server.core.git.runner import GitTimeout as GitTimeout
+from server.core.git.runner import Locked as Locked
+from server.core.git.runner import Output as Output
+from server.core.git.runner import Process
+from server.core.git.runner import environment as environment
+from server.core.git.runner import write_env as write_env
 from server.core.text import has_control
 from server.errors import invalid
+
+T = TypeVar("T")
+# git commands running at once in this process, each on a worker thread of its own: their own limit, so the
+# database's thread hops (aiosqlite, changes.apply) never queue behind git on anyio's default one.
+_THREADS = anyio.CapacityLimiter(32)
 
 GIT = "git"
 SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -35,15 +54,12 @@ SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+~^-]{0,255}$")
 REF_LIMIT = 256  # Limits.REF
 PATH_LIMIT = 1_024
-# What a command may print before it is stopped (a diff for a reader is cut much earlier by max_chars).
-DEFAULT_MAX_BYTES = 8 * 1024 * 1024
-_STDERR_BYTES = 16 * 1024
 # The repository's configuration never runs a program for JCT, and repositories owned by another user
 # (a team's mirror on a shared server) are readable. What a read would otherwise run: an fsmonitor, a hook
 # (none looked up: /dev/null holds none), gpg for a signature `log.showSignature` asks for. External diffs and
-# textconv are off by flag on every diff (--no-ext-diff --no-textconv), filters by `neutral`. Integration's
-# writes (merges.py, workspaces.py) run with hooks off likewise; a custom merge driver that an integrable
-# repository's own configuration names would run in a replay (only repositories the operator made writable).
+# textconv are off by flag on every diff (--no-ext-diff --no-textconv), filters and merge drivers by `neutral`.
+# Integration merges, checks out and commits (merges.py, workspaces.py): no hook runs (hooksPath above), no
+# smudge filter or merge driver (`neutral`), nothing signs (below).
 _CONFIG = (
     "-c",
     "core.fsmonitor=false",
@@ -59,6 +75,16 @@ _CONFIG = (
     "core.quotePath=false",
     "-c",
     "diff.renameLimit=2000",
+    # What writes: no commit or tag is signed (gpg), no merge stashes local changes (the stash is shared by
+    # every worktree of a repository), no new branch tracks another.
+    "-c",
+    "commit.gpgSign=false",
+    "-c",
+    "tag.gpgSign=false",
+    "-c",
+    "merge.autoStash=false",
+    "-c",
+    "branch.autoSetupMerge=false",
 )
 # A command that reads a repository reaches no remote: no transport at all (a partial clone's lazy fetch of
 # a missing object would follow the repository's remote, its ssh command and credential helper), and no
@@ -73,33 +99,9 @@ _OFFLINE = (
     "-c",
     "core.sshCommand=",
 )
-# A filter driver's name: the <name> of filter.<name>.<key> (the name may hold dots).
+# A filter driver's name: the <name> of filter.<name>.<key> (the name may hold dots); a merge driver's likewise.
 _FILTER_KEY = re.compile(r"^filter\.(.+)\.[A-Za-z]+$")
-
-
-class GitError(Exception):
-    """git failed: a missing object, an unreadable repository, a timeout, a fetch over its cap."""
-
-    def __init__(self, message: str, *, returncode: int | None = None, stderr: str = "") -> None:
-        super().__init__(message)
-        self.returncode = returncode
-        self.stderr = stderr
-
-
-class GitTimeout(GitError):
-    pass
-
-
-@dataclass(frozen=True)
-class Output:
-    stdout: bytes
-    returncode: int
-    # The command printed more than its cap: stdout holds the first max_bytes and git was stopped.
-    truncated: bool = False
-
-    @property
-    def text(self) -> str:
-        return self.stdout.decode("utf-8", errors="replace")
+_MERGE_DRIVER_KEY = re.compile(r"^merge\.(.+)\.driver$")
 
 
 def check_ref(ref: object, field: str = "ref") -> str:
@@ -117,6 +119,14 @@ def check_ref(ref: object, field: str = "ref") -> str:
             "Pass one name such as 'main', 'feature/x', 'v1.2' or a commit id.",
         )
     return ref
+
+
+def check_branch(name: object, field: str = "branch") -> str:
+    """A branch name (what follows refs/heads/): a ref as check_ref wants it, and no revision suffix."""
+    branch = check_ref(name, field)
+    if "~" in branch or "^" in branch or branch == "HEAD" or branch.startswith("refs/"):
+        raise invalid(f"{field} {branch!r} is not a branch name.", "Pass a branch name such as 'main' or 'feature/x'.")
+    return branch
 
 
 def check_path(path: object, field: str = "path") -> str:
@@ -138,19 +148,27 @@ def check_path(path: object, field: str = "path") -> str:
     return "/".join(parts)
 
 
-def environment() -> dict[str, str]:
-    """The process environment less every GIT_* variable a caller's shell may carry, plus JCT's own."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(
-        {
-            "GIT_TERMINAL_PROMPT": "0",  # a fetch that needs a password fails instead of waiting for one
-            "GIT_OPTIONAL_LOCKS": "0",  # `git status`/`diff` on a working tree never writes its index
-            "GIT_LITERAL_PATHSPECS": "1",  # ':(top)' or '*' in a path is that file name, not pathspec magic
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "LC_ALL": "C",
-        }
+def git_dir(worktree: Path) -> Path:
+    """A working tree's own git directory: `.git`, or where a linked worktree's `.git` file points."""
+    dot = worktree / ".git"
+    if dot.is_file():
+        pointed = dot.read_text().strip().removeprefix("gitdir:").strip()
+        return (worktree / pointed).resolve()
+    return dot
+
+
+def index_locked(worktree: Path) -> Locked:
+    lock = git_dir(worktree) / "index.lock"
+    return Locked(
+        f"{lock} exists: another git is using {worktree}, or one died and left it (remove it if no git runs)",
+        lock=lock,
     )
-    return env
+
+
+def check_index_lock(worktree: Path) -> None:
+    """Raise Locked when the working tree's index is locked (a git writing it, or one that died and left it)."""
+    if (git_dir(worktree) / "index.lock").exists():
+        raise index_locked(worktree)
 
 
 @dataclass(frozen=True)
@@ -166,23 +184,144 @@ class Repo:
         return [GIT, f"--git-dir={self.path}", *_CONFIG]
 
 
-async def neutral(repo: Repo, *, within: float) -> list[str]:
-    """`-c` options that switch off every filter driver the repository's configuration (or an included or the
-    user's one) names: `.gitattributes` can attach one to any file, and git runs its `clean` command when it
-    reads the working tree (a diff against it), its `process` command likewise. An empty command is no filter;
-    `required=false` lets git read the file as it is."""
-    out = await run(
-        [*repo.base_args(), *_OFFLINE, "config", "--null", "--name-only", "--get-regexp", r"^filter\."],
-        within=within,
-        max_bytes=256 * 1024,
-        ok=(0, 1),
-    )
-    names = sorted({m.group(1) for key in _fields(out.stdout) if (m := _FILTER_KEY.match(key))})
-    options = []
-    for name in names:
-        for setting in ("clean=", "smudge=", "process=", "required=false"):
-            options += ["-c", f"filter.{name}.{setting}"]
-    return options
+@dataclass(frozen=True)
+class Drivers:
+    """The filter and merge drivers a repository's configuration (or an included or the user's one) names."""
+
+    filters: tuple[str, ...] = ()
+    merges: tuple[str, ...] = ()
+
+    def options(self) -> list[str]:
+        """`-c` options that switch every one of them off (`neutral`)."""
+        options = []
+        for name in self.filters:
+            for setting in ("clean=", "smudge=", "process=", "required=false"):
+                options += ["-c", f"filter.{name}.{setting}"]
+        for name in self.merges:
+            options += ["-c", f"merge.{name}.driver=false"]
+        return options
+
+
+class Batch:
+    """git commands run one after another on the worker thread `in_thread` gives a function: one hand-off to
+    that thread for all of them (a replay runs six). Cancelled, the running command is killed and every later
+    one raises GitError."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: Process | None = None
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            if self._current is not None:
+                self._current.cancel()
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        within: float,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        cwd: Path | None = None,
+        ok: Sequence[int] = (0,),
+        env: Mapping[str, str] | None = None,
+        input: bytes | None = None,
+        remote: bool = False,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Output:
+        """Run git, reading at most `max_bytes` of its output (then stopping it), within `within` seconds;
+        `input` is its standard input (none when None), `env` its environment (`environment()` when None) with
+        `extra_env` on top; `remote` when it may reach a remote (it then runs without a terminal)."""
+        process = Process(
+            list(args),
+            (dict(env) if env is not None else environment()) | dict(extra_env or {}),
+            cwd,
+            input,
+            within,
+            max_bytes,
+            session=remote,
+        )
+        with self._lock:
+            if self._cancelled:
+                process.cancel()
+            self._current = process
+        process.run()
+        return process.result(ok)
+
+    def git(
+        self,
+        repo: Repo,
+        *args: str,
+        within: float,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        ok: Sequence[int] = (0,),
+        neutralised: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        input: bytes | None = None,
+        offline: bool = True,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Output:
+        """git on `repo`. `neutralised`: `neutral()`'s options when the caller looked them up already (one
+        look-up for many commands; `[]` for a command that reads no working-tree file and merges nothing), else
+        looked up for a working tree. A write passes `env=write_env()`; `offline=False` lets a push reach its
+        remote with the operator's credentials."""
+        # A filter runs only when git reads working-tree files: a bare repository needs no look-up.
+        if neutralised is None:
+            neutralised = self.drivers(repo, within=within).options() if repo.worktree else []
+        return self.run(
+            [*repo.base_args(), *(_OFFLINE if offline else ()), *neutralised, *args],
+            # In the working tree: git reads .gitattributes relative to where it runs (a merge driver, a filter,
+            # `binary`); from elsewhere it would read that directory's, or none.
+            cwd=repo.path if repo.worktree else None,
+            within=within,
+            max_bytes=max_bytes,
+            ok=ok,
+            env=env,
+            input=input,
+            remote=not offline,
+            extra_env=extra_env,
+        )
+
+    def resolve(self, repo: Repo, ref: str, *, within: float) -> str | None:
+        out = self.git(
+            repo,
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            f"{ref}^{{commit}}",
+            within=within,
+            ok=(0, 1, 128),
+            neutralised=[],
+        )
+        sha = out.text.strip()
+        return sha if out.returncode == 0 and SHA.match(sha) else None
+
+    def drivers(self, repo: Repo, *, within: float) -> Drivers:
+        out = self.run(
+            [*repo.base_args(), *_OFFLINE, "config", "--null", "--name-only", "--get-regexp", r"^(filter|merge)\."],
+            within=within,
+            max_bytes=256 * 1024,
+            ok=(0, 1),
+        )
+        keys = fields(out.stdout)
+        return Drivers(
+            tuple(sorted({m.group(1) for key in keys if (m := _FILTER_KEY.match(key))})),
+            tuple(sorted({m.group(1) for key in keys if (m := _MERGE_DRIVER_KEY.match(key))})),
+        )
+
+
+async def in_thread(work: Callable[[Batch], T]) -> T:
+    """`work(batch)` on a worker thread, its git commands run through `batch`, never on the event loop's thread.
+    Cancelled, the command running is killed at once and the thread is left to finish on its own."""
+    batch = Batch()
+    try:
+        return await anyio.to_thread.run_sync(work, batch, abandon_on_cancel=True, limiter=_THREADS)
+    except anyio.get_cancelled_exc_class():
+        batch.cancel()
+        raise
 
 
 async def run(
@@ -192,66 +331,25 @@ async def run(
     max_bytes: int = DEFAULT_MAX_BYTES,
     cwd: Path | None = None,
     ok: Sequence[int] = (0,),
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    remote: bool = False,
     extra_env: Mapping[str, str] | None = None,
 ) -> Output:
-    """Run git, reading at most `max_bytes` of its output (then stopping it), within `timeout` seconds."""
-    chunks: list[bytes] = []
-    errors: list[bytes] = []
-    size = 0
-    truncated = False
-    process: Process | None = None
-    try:
-        with anyio.fail_after(within):
-            process = await anyio.open_process(
-                list(args), env=environment() | dict(extra_env or {}), cwd=cwd, stdin=None, start_new_session=True
-            )
-            assert process.stdout is not None
-            assert process.stderr is not None
-
-            async def drain_stderr(stream: ByteReceiveStream) -> None:
-                held = 0
-                async for chunk in stream:
-                    if held < _STDERR_BYTES:
-                        errors.append(chunk[: _STDERR_BYTES - held])
-                        held += len(chunk)
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain_stderr, process.stderr)
-                async for chunk in process.stdout:
-                    if size + len(chunk) > max_bytes:
-                        chunks.append(chunk[: max_bytes - size])
-                        size = max_bytes
-                        truncated = True
-                        _kill(process)
-                        break
-                    chunks.append(chunk)
-                    size += len(chunk)
-            returncode = await process.wait()
-    except TimeoutError:
-        if process is not None and process.returncode is None:
-            _kill(process)
-        raise GitTimeout(f"git did not answer within {within:g}s") from None
-    finally:
-        if process is not None:
-            with anyio.CancelScope(shield=True):
-                if process.returncode is None:
-                    _kill(process)
-                    await process.wait()
-                await process.aclose()
-    stderr = b"".join(errors).decode("utf-8", errors="replace").strip()
-    if not truncated and returncode not in ok:
-        raise GitError(
-            stderr.splitlines()[-1] if stderr else f"git exited {returncode}", returncode=returncode, stderr=stderr
+    """Batch.run on a worker thread."""
+    return await in_thread(
+        lambda batch: batch.run(
+            args,
+            within=within,
+            max_bytes=max_bytes,
+            cwd=cwd,
+            ok=ok,
+            env=env,
+            input=input,
+            remote=remote,
+            extra_env=extra_env,
         )
-    return Output(b"".join(chunks), returncode, truncated)
-
-
-def _kill(process: Process) -> None:
-    """Stop git and whatever it started (a fetch runs index-pack, remote helpers): its whole session."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()
+    )
 
 
 async def git(
@@ -260,13 +358,41 @@ async def git(
     within: float,
     max_bytes: int = DEFAULT_MAX_BYTES,
     ok: Sequence[int] = (0,),
+    neutralised: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    offline: bool = True,
     extra_env: Mapping[str, str] | None = None,
 ) -> Output:
-    # A filter runs only when git reads working-tree files: a bare repository needs no look-up (one git call less).
-    filters = await neutral(repo, within=within) if repo.worktree else []
-    return await run(
-        [*repo.base_args(), *_OFFLINE, *filters, *args], within=within, max_bytes=max_bytes, ok=ok, extra_env=extra_env
+    """Batch.git on a worker thread (with the neutral look-up, when it needs one, on the same thread)."""
+    return await in_thread(
+        lambda batch: batch.git(
+            repo,
+            *args,
+            within=within,
+            max_bytes=max_bytes,
+            ok=ok,
+            neutralised=neutralised,
+            env=env,
+            input=input,
+            offline=offline,
+            extra_env=extra_env,
+        )
     )
+
+
+async def drivers(repo: Repo, *, within: float) -> Drivers:
+    return await in_thread(lambda batch: batch.drivers(repo, within=within))
+
+
+async def neutral(repo: Repo, *, within: float) -> list[str]:
+    """`-c` options that switch off every filter and merge driver the repository's configuration (or an included
+    or the user's one) names: `.gitattributes` can attach one to any file, and git runs a filter's `clean`
+    command when it reads the working tree (a diff against it), its `smudge` one when it writes it (a checkout),
+    its `process` command likewise. An empty command is no filter; `required=false` lets git take the file as
+    it is. A merge driver's command runs when a merge meets a file changed on both sides: `false` instead makes
+    that file a conflict (an empty command would fail the whole merge)."""
+    return (await drivers(repo, within=within)).options()
 
 
 # --- what JCT asks of a repository -------------------------------------------------------
@@ -274,11 +400,7 @@ async def git(
 
 async def resolve(repo: Repo, ref: str, *, within: float) -> str | None:
     """The commit `ref` names, or None when there is no such commit."""
-    out = await git(
-        repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", within=within, ok=(0, 1, 128)
-    )
-    sha = out.text.strip()
-    return sha if out.returncode == 0 and SHA.match(sha) else None
+    return await in_thread(lambda batch: batch.resolve(repo, ref, within=within))
 
 
 async def is_ancestor(repo: Repo, ancestor: str, descendant: str, *, within: float) -> bool:
@@ -347,22 +469,22 @@ async def changed_files(
     return changes, status_out.truncated or numstat_out.truncated
 
 
-def _fields(raw: bytes) -> list[str]:
+def fields(raw: bytes) -> list[str]:
     return [f.decode("utf-8", errors="replace") for f in raw.split(b"\0")]
 
 
 def _parse_name_status(raw: bytes) -> list[tuple[str, str, str | None]]:
-    fields = _fields(raw)
+    parts = fields(raw)
     out: list[tuple[str, str, str | None]] = []
     i = 0
-    while i < len(fields) and fields[i]:
-        code = fields[i]
+    while i < len(parts) and parts[i]:
+        code = parts[i]
         letter = code[:1]
-        if letter in ("R", "C") and i + 2 < len(fields):
-            out.append((letter, fields[i + 2], fields[i + 1]))
+        if letter in ("R", "C") and i + 2 < len(parts):
+            out.append((letter, parts[i + 2], parts[i + 1]))
             i += 3
-        elif i + 1 < len(fields):
-            out.append((letter, fields[i + 1], None))
+        elif i + 1 < len(parts):
+            out.append((letter, parts[i + 1], None))
             i += 2
         else:
             break
@@ -370,11 +492,11 @@ def _parse_name_status(raw: bytes) -> list[tuple[str, str, str | None]]:
 
 
 def _parse_numstat(raw: bytes) -> dict[str, tuple[int | None, int | None]]:
-    fields = _fields(raw)
+    parts = fields(raw)
     counts: dict[str, tuple[int | None, int | None]] = {}
     i = 0
-    while i < len(fields) and fields[i]:
-        parts = fields[i].split("\t")
+    while i < len(parts) and parts[i]:
+        parts = parts[i].split("\t")
         if len(parts) < 3:
             break
         added = int(parts[0]) if parts[0].isdigit() else None
@@ -382,8 +504,8 @@ def _parse_numstat(raw: bytes) -> dict[str, tuple[int | None, int | None]]:
         if parts[2]:
             counts[parts[2]] = (added, removed)
             i += 1
-        elif i + 2 < len(fields):  # a rename: old and new path follow as their own fields
-            counts[fields[i + 2]] = (added, removed)
+        elif i + 2 < len(parts):  # a rename: old and new path follow as their own fields
+            counts[parts[i + 2]] = (added, removed)
             i += 3
         else:
             break
@@ -392,7 +514,7 @@ def _parse_numstat(raw: bytes) -> dict[str, tuple[int | None, int | None]]:
 
 async def untracked_files(repo: Repo, *, within: float, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[list[str], bool]:
     out = await git(repo, "ls-files", "--others", "--exclude-standard", "-z", within=within, max_bytes=max_bytes)
-    names = [f for f in _fields(out.stdout) if f]
+    names = [f for f in fields(out.stdout) if f]
     if out.truncated and names:
         names.pop()  # the last name may be cut
     return names, out.truncated
@@ -428,7 +550,7 @@ async def fetch(repo: Repo, url: str, *, within: float, max_bytes: int) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch, tg.cancel_scope)
         try:
-            await run(args, within=within)
+            await run(args, within=within, remote=True)
         finally:
             tg.cancel_scope.cancel()
     if over or await anyio.to_thread.run_sync(_tree_bytes, repo.path) > max_bytes:
@@ -442,3 +564,38 @@ def _tree_bytes(root: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_size
     return total
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """One entry of `git worktree list`: the main working tree (or the bare repository itself), or a linked one."""
+
+    path: Path
+    head: str | None = None  # None for a bare repository or an unborn branch
+    branch: str | None = None  # "refs/heads/<name>"; None when detached or bare
+    bare: bool = False
+    prunable: bool = False  # a linked worktree whose directory is gone (`git worktree prune` forgets it)
+
+
+async def worktrees(repo: Repo, *, within: float) -> list[Worktree]:
+    """The repository's working trees, main first (a bare repository lists itself, then its linked ones)."""
+    out = await git(repo, "worktree", "list", "--porcelain", "-z", within=within, neutralised=[])
+    found: list[Worktree] = []
+    attrs: dict[str, str] = {}
+    for field in [*fields(out.stdout), ""]:
+        if field:
+            key, _, value = field.partition(" ")
+            attrs[key] = value
+            continue
+        if "worktree" in attrs:
+            found.append(
+                Worktree(
+                    path=Path(attrs["worktree"]),
+                    head=attrs.get("HEAD") or None,
+                    branch=attrs.get("branch") or None,
+                    bare="bare" in attrs,
+                    prunable="prunable" in attrs,
+                )
+            )
+        attrs = {}
+    return found

@@ -1,217 +1,466 @@
-"""What integration writes in a repository (DESIGN section 16): a run's commits replayed onto the target, the
-target ref moved by compare-and-swap, the checkout of the target branch fast-forwarded with its files, a check
-command run in a scratch worktree, a push that is never forced.
+"""Integration's git mechanics (DESIGN section 16): replay a run's commits on the target, move the target with a
+compare-and-swap or a push that is not forced, keep a checkout of the target in step with its files, and run a
+check command in a scratch worktree.
 
-The replay needs no working tree: each commit is a three-way merge of trees (`git merge-tree --write-tree`,
-git 2.38+) and a `commit-tree`, so integrating into a repository of any size costs what the change costs.
-Git 2.39 (Debian bookworm) has no `merge-tree --merge-base`: to merge a commit C onto a tip T with C's parent
-P as the base (a cherry-pick), JCT merges C with a commit X that holds T's tree and has P as its parent, whose
-merge base with C is P. Merge commits inside a run's range are replayed as the diff from their first parent.
-
-Every command runs with hooks, filters and every other program the repository's configuration names switched
-off (server/core/git/gitcli.py).
+Pure functions over git (gitcli.py); the merge queue, the integrator's lease and the claim and completion hooks
+are the caller's. `replay` touches objects only (`git merge-tree --write-tree`, `git commit-tree`), never a
+working tree, so it costs about the same on a repository of 10,000 files as on one of ten (bench/integrate.py).
+Nothing here runs a hook, a filter, a merge driver or gpg (gitcli.py's `_CONFIG` and `neutral`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-import shutil
 import signal
 import subprocess
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 import anyio
+from anyio.abc import Process
 
-from server.core.git import gitcli
+from server.core.git import gitcli, workspaces
+from server.core.text import has_control
+from server.errors import invalid
 
-# Who JCT commits as (the author of a replayed commit stays its author).
-JCT_NAME, JCT_EMAIL = "JCT", "jct@localhost"
+log = logging.getLogger(__name__)
+
+# A lock file holds the repository (gitcli.Locked; named here too for the integrator).
+Locked = gitcli.Locked
+JCT_NAME, JCT_EMAIL = gitcli.JCT_NAME, gitcli.JCT_EMAIL
+
+Strategy = Literal["rebase", "merge", "squash"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+# The message of the throw-away commit that stands for "the tip, as if its parent were the replayed commit's".
+_STAND_IN = b"jct: replay base\n"
+# How long the git commands around a check (worktree add, remove, prune) may take, unless the caller says.
+_CHECK_GIT_SECONDS = 120.0
+# After a check command exits, how long what it left running may keep its output open before it is cut.
+_DRAIN_SECONDS = 2.0
 
 
-class Locked(gitcli.GitError):
-    """A lock file (`index.lock`, `<ref>.lock`) holds the repository: another git is at work, or one died."""
+def _sha(value: str, field: str) -> str:
+    if not isinstance(value, str) or not gitcli.SHA.match(value):
+        raise invalid(f"{field} must be a full commit id (40 or 64 hex digits).", f"Pass {field} as a commit id.")
+    return value
+
+
+def branch_ref(ref: str, field: str = "ref") -> str:
+    """`refs/heads/<ref>` for a branch name gitcli.check_branch accepts (no option, no `..`)."""
+    return f"refs/heads/{gitcli.check_branch(ref, field)}"
+
+
+# --- replay ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Replayed:
-    commit: str | None
-    conflicting_files: list[str]
+    commit: str | None  # the new tip (descends from `onto`), None on conflict
+    conflicting_files: list[str]  # empty unless conflict
 
 
 @dataclass(frozen=True)
-class Checked:
-    ok: bool
-    output: str
-    timed_out: bool
-
-
-def _env(author: tuple[str, str, str] | None = None) -> dict[str, str]:
-    env = {"GIT_COMMITTER_NAME": JCT_NAME, "GIT_COMMITTER_EMAIL": JCT_EMAIL}
-    name, email, date = author or (JCT_NAME, JCT_EMAIL, "")
-    env |= {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email}
-    if date:
-        env["GIT_AUTHOR_DATE"] = date
-    return env
-
-
-async def _git(
-    repo: gitcli.Repo, *args: str, within: float, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None
-) -> gitcli.Output:
-    try:
-        return await gitcli.git(repo, *args, within=within, ok=ok, extra_env=env)
-    except gitcli.GitError as exc:
-        if ".lock" in exc.stderr and ("exists" in exc.stderr or "Unable to create" in exc.stderr):
-            raise Locked(str(exc), returncode=exc.returncode, stderr=exc.stderr) from None
-        raise
-
-
-def _out(output: gitcli.Output) -> str:
-    return output.stdout.decode("utf-8", errors="replace").strip()
+class _Commit:
+    sha: str
+    parent: str | None  # the first parent; None for a root commit
+    tree: str
+    author: tuple[str, str, str]  # name, email, date ("<seconds> <+hhmm>")
+    message: bytes
 
 
 async def replay(
     repo: gitcli.Repo, *, onto: str, base: str, head: str, strategy: str, message: str, within: float
 ) -> Replayed:
-    """The run's commits `base..head` on top of `onto`: the new tip, or the files that conflicted."""
-    if await gitcli.is_ancestor(repo, head, onto, within=within):
-        return Replayed(onto, [])  # already there
+    """The run's commits `base..head` put on top of `onto`, without a working tree; no ref moves.
+
+    - `rebase`: each commit in turn, as `git cherry-pick` would (a 3-way merge with the commit's parent as the
+      merge base), keeping its author, author date and message (`message` is not used); JCT is the committer.
+      A merge commit in the range (say the agent merged the target into its branch) is replayed as one commit
+      with its change against its first parent: the range is walked along first parents only, so what came
+      in through a second parent is not replayed commit by commit (most of it is on the target already).
+      When `onto` is `base`, the result is `head` itself (a fast-forward).
+    - `merge`: one merge commit, parents (`onto`, `head`), `message`, by JCT.
+    - `squash`: one commit on `onto` with `message` and the author (and author date) of `head`.
+
+    Nothing to do returns `onto`: `head` is in `onto` already, `base..head` is empty, or the result would not
+    change `onto`'s tree (the work landed before: a re-run after a crash changes nothing). A commit that
+    would change nothing on the tip is dropped (it is there already). A conflict returns `commit=None` and
+    the files of the first commit that conflicts; the objects written so far are garbage git collects.
+    """
+    if strategy not in STRATEGIES:
+        raise invalid(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}.", "Use rebase, merge or squash.")
+    clock = gitcli.Clock(within)
+    names = [gitcli.check_ref(onto, "onto"), gitcli.check_ref(base, "base"), gitcli.check_ref(head, "head")]
+    # All of it on one worker thread: one hand-off for the six git commands (bench/integrate.py).
+    return await gitcli.in_thread(lambda g: _replay(g, repo, names, strategy, message, clock))
+
+
+def _replay(
+    g: gitcli.Batch, repo: gitcli.Repo, names: list[str], strategy: str, message: str, clock: gitcli.Clock
+) -> Replayed:
+    # (2.39's rev-parse takes no --end-of-options: check_ref made sure no name starts with "-".)
+    out = g.git(
+        repo,
+        "rev-parse",
+        *(f"{name}^{{commit}}" for name in names),
+        f"{names[0]}^{{tree}}",
+        within=clock.left(),
+        neutralised=[],
+    )
+    onto, base, head, onto_tree = out.text.split()[-4:]
+    # Reachable from head, in neither base nor onto: the run's work not on the target yet (empty: landed).
+    commits = _commits(g, repo, f"^{base}", f"^{onto}", head, clock=clock)
+    if not commits:
+        return Replayed(onto, [])
     if strategy == "rebase" and onto == base:
-        return Replayed(head, [])  # nothing to replay onto: the run's commits as they are
+        return Replayed(head, [])
+    neutralised = g.drivers(repo, within=clock.left()).options()
+    if strategy == "rebase":
+        return _rebase(g, repo, onto, onto_tree, commits, neutralised, clock)
+    tree: str | None
+    conflicts: list[str] = []
+    if strategy == "squash" and onto == base:
+        tree = commits[-1].tree  # onto has nothing head lacks: head's tree is the result
+    else:
+        tree, conflicts = _merge_tree(g, repo, onto, head, neutralised, clock)
+    if tree is None:
+        return Replayed(None, conflicts)
+    if tree == onto_tree:
+        return Replayed(onto, [])
+    text = message.encode() if message.endswith("\n") else f"{message}\n".encode()
     if strategy == "merge":
-        tree, conflicts = await _merge_tree(repo, onto, head, within=within)
+        return Replayed(_commit_tree(g, repo, tree, [onto, head], text, None, neutralised, clock), [])
+    return Replayed(_commit_tree(g, repo, tree, [onto], text, commits[-1].author, neutralised, clock), [])
+
+
+def _rebase(
+    g: gitcli.Batch,
+    repo: gitcli.Repo,
+    onto: str,
+    onto_tree: str,
+    commits: list[_Commit],
+    neutralised: list[str],
+    clock: gitcli.Clock,
+) -> Replayed:
+    tip, tip_tree = onto, onto_tree
+    for commit in commits:
+        # 2.39 has no `merge-tree --merge-base` (2.40 does): a stand-in commit with the tip's tree and the
+        # replayed commit's parent as its parent makes that parent the merge base, as cherry-pick has it.
+        parents = [commit.parent] if commit.parent else []
+        stand_in = _commit_tree(g, repo, tip_tree, parents, _STAND_IN, None, neutralised, clock)
+        tree, conflicts = _merge_tree(g, repo, stand_in, commit.sha, neutralised, clock)
         if tree is None:
             return Replayed(None, conflicts)
-        commit = await _commit_tree(repo, tree, [onto, head], message, None, within=within)
-        return Replayed(commit, [])
-    if strategy == "squash":
-        tree, conflicts = await _pick(repo, onto, base, head, within=within)
-        if tree is None:
-            return Replayed(None, conflicts)
-        author = await _author(repo, head, within=within)
-        return Replayed(await _commit_tree(repo, tree, [onto], message, author, within=within), [])
-    listed = _out(
-        await _git(repo, "rev-list", "--reverse", "--first-parent", f"{base}..{head}", "--", within=within)
-    ).split()
-    tip = onto
-    for commit in listed:
-        parent = _out(await _git(repo, "rev-parse", "--verify", "--end-of-options", f"{commit}^1", within=within))
-        tree, conflicts = await _pick(repo, tip, parent, commit, within=within)
-        if tree is None:
-            return Replayed(None, conflicts)
-        author = await _author(repo, commit, within=within)
-        body = _out(await _git(repo, "log", "-1", "--format=%B", commit, "--", within=within))
-        tip = await _commit_tree(repo, tree, [tip], body or message, author, within=within)
+        if tree == tip_tree:
+            continue  # its change is on the tip already
+        tip = _commit_tree(g, repo, tree, [tip], commit.message, commit.author, neutralised, clock)
+        tip_tree = tree
     return Replayed(tip, [])
 
 
-async def _pick(
-    repo: gitcli.Repo, onto: str, parent: str, commit: str, *, within: float
-) -> tuple[str | None, list[str]]:
-    """The tree of `onto` with the change `parent..commit` applied (three-way, `parent` as the base)."""
-    onto_tree = _out(await _git(repo, "rev-parse", "--verify", "--end-of-options", f"{onto}^{{tree}}", within=within))
-    stand_in = await _commit_tree(repo, onto_tree, [parent], "stand-in", None, within=within)
-    return await _merge_tree(repo, stand_in, commit, within=within)
+_LOG_FIELDS = 7
 
 
-async def _merge_tree(repo: gitcli.Repo, ours: str, theirs: str, *, within: float) -> tuple[str | None, list[str]]:
-    out = await _git(
-        repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs, within=within, ok=(0, 1)
+def _commits(g: gitcli.Batch, repo: gitcli.Repo, *revisions: str, clock: gitcli.Clock) -> list[_Commit]:
+    """The commits `revisions` select along first parents, oldest first."""
+    out = g.git(
+        repo,
+        "log",
+        "--first-parent",
+        "--reverse",
+        "--no-color",
+        "--encoding=UTF-8",
+        "--date=raw",
+        "-z",
+        "--format=%H%x00%P%x00%T%x00%an%x00%ae%x00%ad%x00%B",
+        "--end-of-options",
+        *revisions,
+        "--",
+        within=clock.left(),
+        neutralised=[],
     )
-    lines = out.stdout.decode("utf-8", errors="replace").split("\n")
-    if out.returncode == 0:
-        return lines[0].strip(), []
-    return None, sorted({line for line in lines[1:] if line.strip()})
+    if not out.stdout:
+        return []
+    fields = out.stdout.removesuffix(b"\0").split(b"\0")  # -z ends every commit with a NUL
+    if len(fields) % _LOG_FIELDS:
+        raise gitcli.GitError("git log printed a commit message holding a NUL byte; replay it by hand")
+    commits = []
+    for i in range(0, len(fields), _LOG_FIELDS):
+        sha, parents, tree, name, email, date = (f.decode("utf-8", errors="replace") for f in fields[i : i + 6])
+        first = parents.split()[0] if parents else None
+        commits.append(_Commit(sha, first, tree, (name, email, date), fields[i + 6]))
+    return commits
 
 
-async def _author(repo: gitcli.Repo, commit: str, *, within: float) -> tuple[str, str, str]:
-    raw = _out(await _git(repo, "log", "-1", "--format=%an%x00%ae%x00%ad", "--date=raw", commit, "--", within=within))
-    name, email, date = [*raw.split("\0"), "", "", ""][:3]
-    return name or JCT_NAME, email or JCT_EMAIL, date
-
-
-async def _commit_tree(
+def _commit_tree(
+    g: gitcli.Batch,
     repo: gitcli.Repo,
     tree: str,
     parents: list[str],
-    message: str,
+    message: bytes,
     author: tuple[str, str, str] | None,
-    *,
-    within: float,
+    neutralised: list[str],
+    clock: gitcli.Clock,
 ) -> str:
-    args = ["commit-tree", tree]
+    args = ["commit-tree", "--no-gpg-sign"]
     for parent in parents:
         args += ["-p", parent]
-    args += ["-m", message]
-    return _out(await _git(repo, *args, within=within, env=_env(author)))
+    out = g.git(
+        repo,
+        *args,
+        tree,
+        within=clock.left(),
+        neutralised=neutralised,
+        env=gitcli.write_env(author=author),
+        input=message,
+    )
+    return out.text.strip()
 
 
-async def move_ref(repo: gitcli.Repo, ref: str, new: str, old: str, *, within: float) -> bool:
-    """`refs/heads/<ref>` from `old` to `new`, only if it still is `old`: False when it moved meanwhile."""
-    name = "refs/heads/" + gitcli.check_ref(ref, "ref")
+def _merge_tree(
+    g: gitcli.Batch, repo: gitcli.Repo, ours: str, theirs: str, neutralised: list[str], clock: gitcli.Clock
+) -> tuple[str | None, list[str]]:
+    """(the merged tree, []) or (None, the conflicting files)."""
+    out = g.git(
+        repo,
+        "merge-tree",
+        "--write-tree",
+        "--name-only",
+        "--no-messages",
+        "--allow-unrelated-histories",  # a root commit in the range: its merge base is the empty tree
+        "-z",
+        ours,
+        theirs,
+        within=clock.left(),
+        neutralised=neutralised,
+        ok=(0, 1),
+    )
+    fields = [f.decode("utf-8", errors="replace") for f in out.stdout.split(b"\0")]
+    if out.returncode == 0:
+        return fields[0], []
+    return None, list(dict.fromkeys(f for f in fields[1:] if f))
+
+
+# --- moving the target -------------------------------------------------------------------------------------
+
+
+async def move_ref(
+    repo: gitcli.Repo, ref: str, new: str, old: str, *, within: float, message: str = "jct: integrate"
+) -> bool:
+    """Compare-and-swap of `refs/heads/<ref>` from `old` to `new` (`git update-ref`): True when it moved, False
+    when the ref is not `old` any more (someone moved it: replay on the new head and try again). Raises
+    gitcli.Locked when git's lock on the ref is held (`<ref>.lock` or `packed-refs.lock`, maybe stale)."""
+    name = branch_ref(ref)
+    _sha(new, "new")
+    _sha(old, "old")
+    clock = gitcli.Clock(within)
+    return await gitcli.in_thread(lambda g: _move_ref(g, repo, name, new, old, message, clock))
+
+
+def _move_ref(
+    g: gitcli.Batch, repo: gitcli.Repo, name: str, new: str, old: str, message: str, clock: gitcli.Clock
+) -> bool:
     try:
-        await _git(repo, "update-ref", "-m", "jct: integrate", name, new, old, within=within)
-    except Locked:
+        g.git(
+            repo,
+            "update-ref",
+            "-m",
+            message,
+            "--end-of-options",
+            name,
+            new,
+            old,
+            within=clock.left(),
+            neutralised=[],
+            env=gitcli.write_env(),
+        )
+    except gitcli.GitTimeout:
         raise
     except gitcli.GitError as exc:
-        current = await gitcli.resolve(repo, name, within=within)
-        if current != old:
+        common = _common_dir(g, repo, clock)
+        for lock in (common / f"{name}.lock", common / "packed-refs.lock"):
+            if lock.exists() or f"{lock.name}': File exists" in exc.stderr:
+                raise gitcli.Locked(
+                    f"{lock} exists: another git is writing {name}, or one died and left it (remove it if no git runs)",
+                    lock=lock,
+                    returncode=exc.returncode,
+                    stderr=exc.stderr,
+                ) from exc
+        if g.resolve(repo, name, within=clock.left()) != old:
             return False
-        raise exc from None
+        raise
     return True
 
 
+def _common_dir(g: gitcli.Batch, repo: gitcli.Repo, clock: gitcli.Clock) -> Path:
+    out = g.git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir", within=clock.left(), neutralised=[])
+    return Path(out.text.strip())
+
+
+async def push(repo: gitcli.Repo, url: str, new: str, ref: str, *, within: float) -> bool:
+    """`git push <url> <new>:refs/heads/<ref>`, never forced, with the operator's credentials (no hook, no
+    signing, no submodule pushed): True when the remote's ref is `new` now, False when the remote refused it
+    as not a fast-forward (the remote moved: fetch, replay on its head and try again)."""
+    if not isinstance(url, str) or not url or url.startswith("-") or has_control(url):
+        raise invalid("url must be a repository URL or path, not an option.", "Pass the location's URL.")
+    name = branch_ref(ref)
+    _sha(new, "new")
+    out = await gitcli.git(
+        repo,
+        "push",
+        "--porcelain",
+        "--no-verify",
+        "--no-signed",
+        "--recurse-submodules=no",
+        "--end-of-options",
+        url,
+        f"{new}:{name}",
+        within=within,
+        neutralised=[],
+        env=gitcli.write_env(),
+        offline=False,
+        ok=(0, 1),
+    )
+    if out.returncode == 0:
+        return True
+    # --porcelain: one line per ref, "<flag>\t<from>:<to>\t<summary>"; `!` is refused.
+    for line in out.text.splitlines():
+        flag, _, rest = line.partition("\t")
+        if flag == "!" and rest.endswith(("[rejected] (non-fast-forward)", "[rejected] (fetch first)")):
+            return False
+    raise gitcli.GitError(f"git push to {url} failed: {out.text.strip()[-500:]}", returncode=out.returncode)
+
+
+# --- the checkout of the target ------------------------------------------------------------------------------
+
+
 async def checkout_of(repo: gitcli.Repo, ref: str, *, within: float) -> Path | None:
-    """The working tree (the main one or a linked worktree) that has `refs/heads/<ref>` checked out."""
-    out = _out(await _git(repo, "worktree", "list", "--porcelain", within=within))
-    wanted = "branch refs/heads/" + ref
-    path: str | None = None
-    bare = False
-    for line in [*out.splitlines(), ""]:
-        if line.startswith("worktree "):
-            path, bare = line.removeprefix("worktree "), False
-        elif line == "bare":
-            bare = True
-        elif line == wanted and path is not None and not bare:
-            return Path(path)
+    """The working tree (the main one or a linked worktree) that has `refs/heads/<ref>` checked out, else None
+    (one whose directory is gone counts as none)."""
+    name = branch_ref(ref)
+    for tree in await gitcli.worktrees(repo, within=within):
+        if tree.branch == name and not tree.bare and not tree.prunable:
+            return tree.path
     return None
 
 
 async def uncommitted(worktree: Path, *, within: float) -> list[str]:
-    """Tracked files with uncommitted changes (staged or not) in that working tree."""
-    repo = _linked(worktree)
-    out = await _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no", within=within)
-    entries = [e for e in out.stdout.decode("utf-8", errors="replace").split("\0") if e]
-    return [entry[3:] for entry in entries if len(entry) > 3]
+    """Paths with changes to tracked files in `worktree`, staged or not (untracked files are not counted; a
+    submodule counts when its commit changed, not for edits inside it)."""
+    out = await gitcli.git(
+        gitcli.Repo(worktree, worktree=True),
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=no",
+        "--ignore-submodules=dirty",
+        "--no-renames",
+        within=within,
+    )
+    return [field[3:] for field in gitcli.fields(out.stdout) if len(field) > 3]
 
 
-async def fast_forward(worktree: Path, new: str, *, within: float) -> bool:
-    """The branch checked out in `worktree` moved to `new` with its files; False (nothing changed) when that is
-    not a fast-forward or files in the way would be overwritten."""
-    repo = _linked(worktree)
-    if (await _git_dir(worktree) / "index.lock").exists():
-        raise Locked(f"{worktree} holds index.lock", returncode=128, stderr="index.lock exists")
-    try:
-        await _git(repo, "merge", "--ff-only", "--no-edit", "--quiet", new, within=within, env=_env())
-    except Locked:
-        raise
-    except gitcli.GitError:
+class Filtered(gitcli.GitError):
+    """The files a fast-forward would write pass through a filter (say Git LFS) JCT does not run: written
+    without it they would not be the user's files. Move that checkout by hand (`git merge --ff-only`)."""
+
+
+async def fast_forward(worktree: Path, new: str, *, within: float, branch: str | None = None) -> bool:
+    """Move the branch checked out in `worktree` to `new`, files and index with it, so `git status` stays as it
+    was (`git merge --ff-only`). False, with nothing changed, when it is not a fast-forward (someone committed
+    there), when local changes or untracked files would be overwritten, or when `branch` is given and is not
+    the one checked out any more. Raises gitcli.Locked when the worktree's `index.lock` is there, Filtered
+    when a file it would write has a filter driver."""
+    _sha(new, "new")
+    clock = gitcli.Clock(within)
+    repo = gitcli.Repo(worktree, worktree=True)
+    gitcli.check_index_lock(worktree)
+    found = await gitcli.drivers(repo, within=clock.left())
+    neutralised = found.options()
+    out = await gitcli.git(repo, "symbolic-ref", "-q", "HEAD", within=clock.left(), neutralised=neutralised, ok=(0, 1))
+    checked_out = out.text.strip()
+    if out.returncode != 0:
+        raise gitcli.GitError(f"{worktree} has no branch checked out (a detached HEAD)")
+    if branch is not None and checked_out != branch_ref(branch, "branch"):
         return False
+    if found.filters and await _filtered(repo, new, found.filters, neutralised, clock):
+        raise Filtered(f"files {new[:12]} would write in {worktree} use a filter driver JCT does not run")
+    try:
+        await gitcli.git(
+            repo,
+            "merge",
+            "--ff-only",
+            "--quiet",
+            "--no-stat",
+            "--no-edit",
+            "--no-verify-signatures",
+            "--no-autostash",
+            "--end-of-options",
+            new,
+            within=clock.left(),
+            neutralised=neutralised,
+            env=gitcli.write_env(),
+        )
+    except gitcli.GitTimeout:
+        raise
+    except gitcli.GitError as exc:
+        if "index.lock': File exists" in exc.stderr:
+            raise gitcli.index_locked(worktree) from exc
+        if "Not possible to fast-forward" in exc.stderr or "would be overwritten" in exc.stderr:
+            return False
+        raise
     return True
 
 
-async def _git_dir(worktree: Path) -> Path:
-    dot = worktree / ".git"
-    if dot.is_file():
-        text = dot.read_text(errors="replace").strip()
-        return Path(text.removeprefix("gitdir:").strip())
-    return dot
+async def _filtered(
+    repo: gitcli.Repo, new: str, filters: tuple[str, ...], neutralised: list[str], clock: gitcli.Clock
+) -> bool:
+    """Whether a file that differs between HEAD and `new` has one of `filters` (or a .gitattributes changes)."""
+    out = await gitcli.git(
+        repo,
+        "diff",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-renames",
+        "--name-only",
+        "-z",
+        "--end-of-options",
+        "HEAD",
+        new,
+        "--",
+        within=clock.left(),
+        neutralised=neutralised,
+    )
+    paths = [p for p in gitcli.fields(out.stdout) if p]
+    if not paths:
+        return False
+    if any(p == ".gitattributes" or p.endswith("/.gitattributes") for p in paths):
+        return True
+    out = await gitcli.git(
+        repo,
+        "check-attr",
+        "-z",
+        "--stdin",
+        "filter",
+        within=clock.left(),
+        neutralised=neutralised,
+        input=b"\0".join(p.encode() for p in paths) + b"\0",
+    )
+    fields = gitcli.fields(out.stdout)
+    return any(value in filters for value in fields[2::3])
 
 
-def _linked(worktree: Path) -> gitcli.Repo:
-    """A working tree as gitcli runs it: its .git (a directory, or a linked worktree's file) beside the files."""
-    return gitcli.Repo(worktree, worktree=True)
+# --- the check command -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checked:
+    ok: bool
+    output: str  # the tail, at most max_bytes
+    timed_out: bool
 
 
 async def run_check(
@@ -220,71 +469,102 @@ async def run_check(
     command: str,
     *,
     scratch: Path,
-    timeout: float,  # noqa: ASYNC109 (the check's own time limit, not the caller's)
+    timeout: float,  # noqa: ASYNC109 - the command's own time limit, not the call's: git has `within`
     max_bytes: int,
+    within: float = _CHECK_GIT_SECONDS,
 ) -> Checked:
-    """Run `command` (sh -c) in a scratch worktree at `commit`: its exit status and its output's tail. The
-    worktree is removed afterwards, whatever happened (a cancelled check too)."""
-    within = 60.0
-    await _remove_worktree(repo, scratch, within=within)
-    scratch.parent.mkdir(parents=True, exist_ok=True)
-    await _git(repo, "worktree", "add", "--detach", "--quiet", str(scratch), commit, within=max(within, timeout))
-    tail: deque[bytes] = deque()
-    held = 0
+    """Run `command` (`sh -c`) in a scratch worktree at `scratch`, detached at `commit`: ok when it exits 0
+    within `timeout` seconds. Its standard output and error, merged, are read as they come and only their
+    last `max_bytes` kept (a command that floods its output costs no memory). It runs in its own process
+    group, killed whole at the timeout, on cancellation, and once the command exits (what it left running).
+    The worktree is removed afterwards whatever happened, cancellation included; `scratch` is JCT's: a
+    directory left there by an earlier crash is removed first. `within` bounds the git commands around it."""
+    _sha(commit, "commit")
+    await workspaces.remove(repo, scratch, within=within)
+    try:
+        await anyio.Path(scratch.parent).mkdir(parents=True, exist_ok=True)
+        await gitcli.git(
+            repo,
+            "worktree",
+            "add",
+            "--detach",
+            "--quiet",
+            "--end-of-options",
+            str(scratch),
+            commit,
+            within=within,
+            neutralised=await gitcli.neutral(repo, within=within),
+            env=gitcli.write_env(),
+        )
+        return await _run_command(command, scratch, timeout, max_bytes)
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                await workspaces.remove(repo, scratch, within=within)
+            except gitcli.GitError as exc:  # the verdict stands; the next check there removes it first
+                log.warning("scratch worktree %s not removed: %s", scratch, exc)
+
+
+async def _run_command(command: str, cwd: Path, seconds: float, max_bytes: int) -> Checked:
+    tail = bytearray()
+    cut = False
     timed_out = False
-    returncode: int | None = None
+    process: Process | None = None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     try:
         process = await anyio.open_process(
             ["sh", "-c", command],
-            cwd=scratch,
-            env=gitcli.environment(),
-            stdin=None,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        try:
-            with anyio.move_on_after(timeout) as scope:
-                assert process.stdout is not None
-                async for chunk in process.stdout:
-                    tail.append(chunk)
-                    held += len(chunk)
-                    while held - len(tail[0]) >= max_bytes:
-                        held -= len(tail.popleft())
-                returncode = await process.wait()
-            timed_out = scope.cancelled_caught
-        finally:
+        stream = process.stdout
+        assert stream is not None
+
+        drained = anyio.Event()
+
+        async def read() -> None:
+            nonlocal cut
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                async for chunk in stream:
+                    tail.extend(chunk)
+                    if len(tail) > max_bytes:
+                        del tail[: len(tail) - max_bytes]
+                        cut = True
+            drained.set()
+
+        with anyio.move_on_after(seconds) as deadline:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read)
+                await process.wait()
+                # What the command left running in its group goes with it; then its output ends.
+                _kill_group(process)
+                with anyio.move_on_after(_DRAIN_SECONDS):
+                    await drained.wait()
+                tg.cancel_scope.cancel()
+        timed_out = deadline.cancelled_caught
+    finally:
+        if process is not None:
             with anyio.CancelScope(shield=True):
+                _kill_group(process)
                 if process.returncode is None:
-                    try:
-                        os.killpg(process.pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        process.kill()
                     await process.wait()
                 await process.aclose()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await _remove_worktree(repo, scratch, within=within)
-    output = b"".join(tail)[-max_bytes:].decode("utf-8", errors="replace")
-    return Checked(ok=not timed_out and returncode == 0, output=output, timed_out=timed_out)
+    ok = not timed_out and process.returncode == 0
+    return Checked(ok=ok, output=_tail_text(tail, cut), timed_out=timed_out)
 
 
-async def _remove_worktree(repo: gitcli.Repo, path: Path, *, within: float) -> None:
-    if await anyio.Path(path).exists():
-        await _git(repo, "worktree", "remove", "--force", "--force", str(path), within=within, ok=(0, 128))
-        if await anyio.Path(path).exists():
-            await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
-    await _git(repo, "worktree", "prune", within=within)
+def _kill_group(process: Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
-async def push(repo: gitcli.Repo, url: str, new: str, ref: str, *, within: float) -> bool:
-    """`new` pushed to `url` as `refs/heads/<ref>`, never forced: False when the remote refused it as not a
-    fast-forward (it moved)."""
-    name = "refs/heads/" + gitcli.check_ref(ref, "ref")
-    args = [*repo.base_args(), "push", "--quiet", "--end-of-options", url, f"{new}:{name}"]
-    try:
-        await gitcli.run(args, within=within)
-    except gitcli.GitError as exc:
-        if "rejected" in exc.stderr or "non-fast-forward" in exc.stderr or "fetch first" in exc.stderr:
-            return False
-        raise
-    return True
+def _tail_text(tail: bytearray, cut: bool) -> str:
+    """The kept bytes as text, without the broken character a cut may have left at the start."""
+    start = 0
+    while cut and start < min(len(tail), 3) and tail[start] & 0xC0 == 0x80:
+        start += 1
+    return bytes(tail[start:]).decode("utf-8", errors="replace")

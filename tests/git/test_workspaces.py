@@ -1,0 +1,221 @@
+"""A run's workspace on real repositories (workspaces.py): its branch and linked worktree, what the agent left
+committed for it, removal, and the sweeper's list of worktrees whose run ended."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from server.core.git import gitcli, workspaces
+from server.errors import ErrorCode, JctError
+from tests.git.repo import Work, bare_clone, git
+
+pytestmark = pytest.mark.anyio
+
+RUN = "6f1c2b9e-1d2a-4c3b-9e8f-0a1b2c3d4e5f"
+
+
+def test_a_runs_branch_is_named_for_it() -> None:
+    assert workspaces.branch_name(RUN) == f"jct/run-{RUN}"
+
+
+@pytest.mark.parametrize("run_id", ["../x", "-x", "a..b", "a/b", "", ".hidden", "a b"])
+def test_a_run_id_that_could_climb_or_be_an_option_is_refused(run_id: str) -> None:
+    with pytest.raises(JctError) as caught:
+        workspaces.branch_name(run_id)
+    assert caught.value.code == ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(JctError):
+        workspaces.worktree_path(Path("/w"), Path("/r"), run_id)
+
+
+def test_worktree_paths_never_collide_across_repositories(tmp_path: Path) -> None:
+    one = tmp_path / "a" / "api"
+    two = tmp_path / "b" / "api"
+    one.mkdir(parents=True)
+    two.mkdir(parents=True)
+    root = tmp_path / "worktrees"
+    path = workspaces.worktree_path(root, one, RUN)
+    assert path.parent.parent == root
+    assert path.name == RUN
+    assert path.parent.name.startswith("api-")
+    assert workspaces.worktree_path(root, two, RUN) != path
+    assert workspaces.worktree_path(root, one / "." / ".." / "api", RUN) == path
+
+
+async def test_create_makes_the_branch_at_base_and_a_worktree_on_it(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    base = work.head()
+    work.write("README.md", "moved on\n")
+    work.commit("main moves")
+    path = tmp_path / "worktrees" / "api-12345678" / RUN
+    repo = gitcli.Repo(work.path, worktree=True)
+
+    await workspaces.create(repo, branch=workspaces.branch_name(RUN), base=base, path=path, within=30)
+
+    assert work.head(f"jct/run-{RUN}") == base
+    assert git(path, "rev-parse", "--abbrev-ref", "HEAD") == f"jct/run-{RUN}"
+    assert (path / "README.md").read_text() == "hello\n"
+    assert git(path, "status", "--porcelain") == ""
+    # a retried claim finds it made: fine
+    await workspaces.create(repo, branch=workspaces.branch_name(RUN), base=base, path=path, within=30)
+
+
+async def test_create_without_a_path_makes_only_the_branch(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    bare = gitcli.Repo(bare_clone(work.path, tmp_path / "b.git"))
+    await workspaces.create(bare, branch="jct/run-1", base=work.head(), path=None, within=30)
+    assert await gitcli.resolve(bare, "jct/run-1", within=30) == work.head()
+    assert await gitcli.worktrees(bare, within=30) == [gitcli.Worktree(path=bare.path, bare=True)]
+
+
+async def test_create_never_moves_a_branch_that_exists_elsewhere(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    base = work.head()
+    work.git("branch", "jct/run-1")
+    work.write("README.md", "moved on\n")
+    other = work.commit("main moves")
+    repo = gitcli.Repo(work.path, worktree=True)
+    with pytest.raises(gitcli.GitError, match="exists at"):
+        await workspaces.create(repo, branch="jct/run-1", base=other, path=None, within=30)
+    assert work.head("jct/run-1") == base
+
+
+@pytest.mark.parametrize("branch", ["-D", "--force", "jct/../main", "x..y", "HEAD", "main~1"])
+async def test_create_refuses_option_like_or_ranged_branches(tmp_path: Path, branch: str) -> None:
+    work = Work(tmp_path / "w")
+    refs = work.refs()
+    with pytest.raises(JctError) as caught:
+        await workspaces.create(
+            gitcli.Repo(work.path, worktree=True), branch=branch, base=work.head(), path=None, within=30
+        )
+    assert caught.value.code == ErrorCode.INVALID_ARGUMENT
+    assert work.refs() == refs
+
+
+async def test_remove_takes_the_worktree_and_its_changes_and_is_quiet_when_gone(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    repo = gitcli.Repo(work.path, worktree=True)
+    path = tmp_path / "wt" / RUN
+    await workspaces.create(repo, branch="jct/run-1", base=work.head(), path=path, within=30)
+    (path / "README.md").write_text("dirty\n")
+    (path / "untracked.txt").write_text("x\n")
+
+    await workspaces.remove(repo, path, within=30)
+    await workspaces.remove(repo, path, within=30)
+
+    assert not path.exists()
+    assert len(await gitcli.worktrees(repo, within=30)) == 1
+    assert work.head("jct/run-1") == work.head()  # the branch stays until its work is merged
+
+
+async def test_remove_takes_a_directory_git_forgot(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    leftover = tmp_path / "wt" / RUN
+    leftover.mkdir(parents=True)
+    (leftover / "half.txt").write_text("a crash between mkdir and git\n")
+    await workspaces.remove(gitcli.Repo(work.path, worktree=True), leftover, within=30)
+    assert not leftover.exists()
+
+
+async def test_remove_never_takes_a_repository(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    other = Work(tmp_path / "other")
+    repo = gitcli.Repo(work.path, worktree=True)
+    with pytest.raises(JctError):
+        await workspaces.remove(repo, work.path, within=30)
+    with pytest.raises(gitcli.GitError):
+        await workspaces.remove(repo, other.path, within=30)
+    assert (work.path / "README.md").exists()
+    assert (other.path / "README.md").exists()
+
+
+async def test_delete_branch_deletes_and_is_quiet_when_gone(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    work.git("branch", "jct/run-1")
+    repo = gitcli.Repo(work.path, worktree=True)
+    await workspaces.delete_branch(repo, "jct/run-1", within=30)
+    await workspaces.delete_branch(repo, "jct/run-1", within=30)
+    assert await gitcli.resolve(repo, "jct/run-1", within=30) is None
+
+
+async def test_delete_branch_refuses_a_branch_checked_out_in_a_worktree(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    repo = gitcli.Repo(work.path, worktree=True)
+    await workspaces.create(repo, branch="jct/run-1", base=work.head(), path=tmp_path / "wt", within=30)
+    with pytest.raises(gitcli.GitError):
+        await workspaces.delete_branch(repo, "jct/run-1", within=30)
+    assert await gitcli.resolve(repo, "jct/run-1", within=30) is not None
+
+
+async def test_commit_leftovers_commits_changes_and_new_files_but_not_ignored_ones(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    work.write(".gitignore", "*.log\n")
+    work.commit("ignore logs")
+    repo = gitcli.Repo(work.path, worktree=True)
+    path = tmp_path / "wt"
+    await workspaces.create(repo, branch="jct/run-1", base=work.head(), path=path, within=30)
+    agent = git(path, "rev-parse", "HEAD")
+    (path / "README.md").write_text("the agent's edit\n")
+    (path / "src" / "new.py").write_text("new = True\n")
+    (path / "debug.log").write_text("noise\n")
+    (path / "src" / "app.py").unlink()
+
+    commit = await workspaces.commit_leftovers(path, message="Uncommitted work of run 1", within=30)
+
+    assert commit is not None
+    assert git(path, "rev-parse", "HEAD") == commit
+    assert work.head("jct/run-1") == commit
+    assert git(path, "log", "-1", "--format=%P|%an <%ae>|%cn <%ce>|%s", commit) == (
+        f"{agent}|JCT <jct@localhost>|JCT <jct@localhost>|Uncommitted work of run 1"
+    )
+    assert git(path, "diff", "--name-status", agent, commit).splitlines() == [
+        "M\tREADME.md",
+        "D\tsrc/app.py",
+        "A\tsrc/new.py",
+    ]
+    assert git(path, "status", "--porcelain") == ""
+    assert (path / "debug.log").exists()
+    assert await workspaces.commit_leftovers(path, message="again", within=30) is None
+
+
+async def test_commit_leftovers_with_an_index_lock_raises_locked(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    repo = gitcli.Repo(work.path, worktree=True)
+    path = tmp_path / "wt"
+    await workspaces.create(repo, branch="jct/run-1", base=work.head(), path=path, within=30)
+    (path / "README.md").write_text("edit\n")
+    lock = Path(git(path, "rev-parse", "--absolute-git-dir")) / "index.lock"
+    lock.write_text("")
+    with pytest.raises(gitcli.Locked):
+        await workspaces.commit_leftovers(path, message="m", within=30)
+    assert work.head("jct/run-1") == work.head()
+
+
+async def test_stale_lists_the_worktrees_of_runs_that_ended(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    repo = gitcli.Repo(work.path, worktree=True)
+    root = tmp_path / "worktrees"
+    running, ended, crashed, forgotten = "run-a", "run-b", "run-c", "run-d"
+    for run in (running, ended, crashed):
+        path = workspaces.worktree_path(root, work.path, run)
+        await workspaces.create(repo, branch=f"jct/run-{run}", base=work.head(), path=path, within=30)
+    shutil.rmtree(workspaces.worktree_path(root, work.path, crashed))  # git still lists it
+    workspaces.worktree_path(root, work.path, forgotten).mkdir()
+    (workspaces.worktree_path(root, work.path, forgotten).parent / ".hidden").mkdir()
+    elsewhere = tmp_path / "elsewhere" / "run-e"
+    await workspaces.create(repo, branch="jct/run-e", base=work.head(), path=elsewhere, within=30)
+    scratch = root / "scratch" / "run-f"  # under root, not in the repository's place: a check's
+    await workspaces.create(repo, branch="jct/run-f", base=work.head(), path=scratch, within=30)
+
+    found = await workspaces.stale(repo, root, {running}, within=30)
+
+    assert sorted(p.name for p in found) == [ended, crashed, forgotten]
+    assert await workspaces.stale(repo, root, lambda run: run != forgotten, within=30) == [
+        workspaces.worktree_path(root, work.path, forgotten)
+    ]
+    for path in found:
+        await workspaces.remove(repo, path, within=30)
+    assert await workspaces.stale(repo, root, {running}, within=30) == []
+    assert {t.path.name for t in await gitcli.worktrees(repo, within=30)} == {"w", running, "run-e", "run-f"}
