@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
+import fleet
 import matplotlib
 
 matplotlib.use("Agg")
@@ -307,6 +309,11 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in targets(results)]
+    # The fleet (bench/fleet.py) runs on its own; its last figures are kept through the suite's runs.
+    fleet_json = results_dir / "fleet.json"
+    fleet_result = json.loads(fleet_json.read_text()) if fleet_json.exists() else None
+    if fleet_result is not None:
+        lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in fleet.summary_rows(fleet_result)]
     for name, error in results.get("errors", {}).items():
         lines.append(f"| workload `{name}` | **failed**: `{error}` | runs to completion | **missed** |")
     lines += [
@@ -351,6 +358,8 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
         lines += protocol_section(results["protocol"])
     if "integrate" in results:
         lines += integrate_section(results["integrate"])
+    if fleet_result is not None:
+        lines += fleet.section(fleet_result)
     out.write_text("\n".join(lines) + "\n")
 
 
