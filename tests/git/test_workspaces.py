@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
 
 from server.core.git import gitcli, workspaces
@@ -60,6 +61,62 @@ async def test_create_makes_the_branch_at_base_and_a_worktree_on_it(tmp_path: Pa
     assert git(path, "status", "--porcelain") == ""
     # a retried claim finds it made: fine
     await workspaces.create(repo, branch=workspaces.branch_name(RUN), base=base, path=path, within=30)
+
+
+def half_made_worktree(work: Work, tmp_path: Path) -> Path:
+    """The records of a worktree `git worktree add` is still making: its `commondir` file created, not yet
+    written (what a concurrent add left other git commands to read). Returns that file."""
+    admin = work.path / ".git" / "worktrees" / "half"
+    admin.mkdir(parents=True)
+    elsewhere = tmp_path / "half"
+    elsewhere.mkdir()
+    (elsewhere / ".git").write_text(f"gitdir: {admin}\n")
+    (admin / "gitdir").write_text(f"{elsewhere / '.git'}\n")
+    (admin / "HEAD").write_text(f"{work.head()}\n")
+    (admin / "commondir").write_text("")
+    return admin / "commondir"
+
+
+async def test_create_and_list_wait_for_a_worktree_another_git_is_still_making(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    commondir = half_made_worktree(work, tmp_path)
+    repo = gitcli.Repo(work.path, worktree=True)
+    with pytest.raises(gitcli.GitError, match="commondir"):  # what git itself does meanwhile
+        await gitcli.git(repo, "worktree", "list", within=30)
+    path = tmp_path / "worktrees" / "api-12345678" / RUN
+    listed: list[gitcli.Worktree] = []
+
+    async def list_them() -> None:
+        listed.extend(await gitcli.worktrees(repo, within=30))
+
+    async def make() -> None:
+        await workspaces.create(repo, branch=workspaces.branch_name(RUN), base=work.head(), path=path, within=30)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(make)
+        group.start_soon(list_them)
+        await anyio.sleep(0.1)
+        commondir.write_text("../..\n")  # the other git finishes
+
+    assert git(path, "rev-parse", "--abbrev-ref", "HEAD") == f"jct/run-{RUN}"
+    assert [tree.path.name for tree in listed] == ["w", "half"]
+
+
+async def test_concurrent_creates_on_one_repository_all_make_their_worktree(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    repo = gitcli.Repo(work.path, worktree=True)
+    root = tmp_path / "worktrees"
+
+    async def make(run: str) -> None:
+        await workspaces.create(repo, branch=workspaces.branch_name(run), base=work.head(), path=root / run, within=30)
+
+    for round in range(3):  # twelve at once failed about once a round before `gitcli.worktree` tried again
+        runs = [f"{round}{n:07d}-1d2a-4c3b-9e8f-0a1b2c3d4e5f" for n in range(12)]
+        async with anyio.create_task_group() as group:
+            for run in runs:
+                group.start_soon(make, run)
+        for run in runs:
+            assert git(root / run, "rev-parse", "--abbrev-ref", "HEAD") == f"jct/run-{run}"
 
 
 async def test_create_without_a_path_makes_only_the_branch(tmp_path: Path) -> None:

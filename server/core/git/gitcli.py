@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -577,9 +577,31 @@ class Worktree:
     prunable: bool = False  # a linked worktree whose directory is gone (`git worktree prune` forgets it)
 
 
+# A `git worktree` command reads every linked worktree's records (to list them, or to see whether a branch is
+# checked out elsewhere before adding one); one that `git worktree add` is making at that moment (another
+# claim, another server process) may have its `commondir` file created but not yet written, and the reader
+# dies on it before changing anything. Measured: ten concurrent adds on one repository, one in six failed.
+_WORKTREE_RACE = re.compile(r"failed to read \S*worktrees/[^/\s]+/commondir")
+_WORKTREE_TRIES = 12  # 10 ms doubling up to 200 ms between tries: about 1.5 s in all
+
+
+async def worktree(repo: Repo, *args: str, within: float, **options: Any) -> Output:
+    """`git worktree <args>` (options as for `git`), run again while it dies on a worktree another git is still
+    making (the race above), within the same `within`."""
+    clock = Clock(within)
+    for attempt in range(_WORKTREE_TRIES):
+        try:
+            return await git(repo, "worktree", *args, within=clock.left(), **options)
+        except GitError as exc:
+            if isinstance(exc, GitTimeout) or attempt == _WORKTREE_TRIES - 1 or not _WORKTREE_RACE.search(exc.stderr):
+                raise
+        await anyio.sleep(min(0.01 * 2**attempt, 0.2, clock.left()))
+    raise AssertionError("unreachable")
+
+
 async def worktrees(repo: Repo, *, within: float) -> list[Worktree]:
     """The repository's working trees, main first (a bare repository lists itself, then its linked ones)."""
-    out = await git(repo, "worktree", "list", "--porcelain", "-z", within=within, neutralised=[])
+    out = await worktree(repo, "list", "--porcelain", "-z", within=within, neutralised=[])
     found: list[Worktree] = []
     attrs: dict[str, str] = {}
     for field in [*fields(out.stdout), ""]:

@@ -483,9 +483,8 @@ async def run_check(
     await workspaces.remove(repo, scratch, within=within)
     try:
         await anyio.Path(scratch.parent).mkdir(parents=True, exist_ok=True)
-        await gitcli.git(
+        await gitcli.worktree(
             repo,
-            "worktree",
             "add",
             "--detach",
             "--quiet",

@@ -99,11 +99,10 @@ async def create(repo: gitcli.Repo, *, branch: str, base: str, path: Path | None
             return
         if not tree.prunable:
             raise gitcli.GitError(f"{path} is a worktree of {tree.branch or 'a detached HEAD'}, not of {name}")
-        await gitcli.git(repo, "worktree", "prune", within=clock.left(), neutralised=[])
+        await gitcli.worktree(repo, "prune", within=clock.left(), neutralised=[])
     await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
-    await gitcli.git(
+    await gitcli.worktree(
         repo,
-        "worktree",
         "add",
         "--quiet",
         "--end-of-options",
@@ -126,7 +125,7 @@ async def remove(repo: gitcli.Repo, path: Path, *, within: float) -> None:
     if await anyio.Path(path).exists():
         try:
             # Twice --force: also a worktree with changes, untracked files, or locked.
-            await gitcli.git(repo, "worktree", "remove", "--force", "--force", str(path), within=within, neutralised=[])
+            await gitcli.worktree(repo, "remove", "--force", "--force", str(path), within=within, neutralised=[])
         except gitcli.GitTimeout:
             raise
         except gitcli.GitError:
@@ -134,7 +133,7 @@ async def remove(repo: gitcli.Repo, path: Path, *, within: float) -> None:
                 raise
         if await anyio.Path(path).exists():
             await anyio.to_thread.run_sync(shutil.rmtree, path)
-    await gitcli.git(repo, "worktree", "prune", within=within, neutralised=[])
+    await gitcli.worktree(repo, "prune", within=within, neutralised=[])
 
 
 async def delete_branch(repo: gitcli.Repo, branch: str, *, within: float) -> None:
