@@ -272,6 +272,8 @@ async def agent(name: str, url: str, mode: str, fleet: Fleet) -> None:
                 feedback = ((claim.get("context_packet") or {}).get("review_feedback") or [{}])[-1].get("decision")
                 run = Run(task.key, name, claim["run_id"], time.time(), feedback=feedback)
                 fleet.runs.append(run)
+                if not (claim.get("workspace") or {}).get("path"):
+                    raise RuntimeError(f"the claim of {task.key} came without a workspace (the server logs why)")
                 workspace = Path(claim["workspace"]["path"])
                 await anyio.sleep(fleet.work_seconds)  # the agent's own work on the task
                 await anyio.to_thread.run_sync(edit, workspace, task)
