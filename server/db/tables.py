@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import ColumnElement, FromClause
 
-from server.db.types import BigId, Json, UTCDateTime
+from server.db.types import BigId, Json, JsonOrNull, UTCDateTime
 from server.vocab import TASK_ENDED_UNAPPROVED
 
 # Stable constraint names, so migrations are the same on every dialect.
@@ -145,7 +145,7 @@ tasks = Table(
     Column("review_rounds", Integer, nullable=False, server_default="0"),
     # The files the task will edit (DESIGN section 16): relative path globs, or NULL for none declared. Claim-next
     # never hands out a task whose touches overlap those of a task that holds its own (`merge`, below).
-    Column("touches", Json, nullable=True),
+    Column("touches", JsonOrNull, nullable=True),
     # Where its work stands on the way to the target branch, in an integrable repository (DESIGN section 16):
     # NULL (not integrable, or not completed), `pending` (completed, awaiting review), `queued` and `merging`
     # (in the merge queue), `merged`. A running task and one `pending`, `queued` or `merging` hold their touches.
@@ -168,6 +168,17 @@ def ended_badly(table: FromClause) -> ColumnElement[bool]:
     ended: list[ColumnElement[str]] = [literal_column(f"'{status.value}'") for status in TASK_ENDED_UNAPPROVED]
     return and_(table.c.status.in_(ended), table.c.mission_id.is_not(None))
 
+
+# A task that holds its touches (DESIGN section 16): one with touches that is running, or whose work waits for
+# review or in the merge queue. The claim reads a repository's holders through ix_tasks_holding_touches, whose
+# condition this is, written out for the same reason as ended_badly's (server/db/holds.py).
+HOLDING = "touches IS NOT NULL AND (status = 'running' OR merge IN ('pending', 'queued', 'merging'))"
+Index(
+    "ix_tasks_holding_touches",
+    tasks.c.target_repo,
+    postgresql_where=text(HOLDING),
+    sqlite_where=text(HOLDING),
+)
 
 # jct_list_stuck walks the active missions' failed tasks in it: small, written only when a mission's task ends
 # badly.

@@ -31,5 +31,8 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 # JSONB on PostgreSQL (binary, indexable), plain JSON text on SQLite.
 Json = JSON().with_variant(JSONB(), "postgresql")
+# The same, storing Python None as SQL NULL (not JSON `null`): for a column whose NULL means "none" and is
+# looked for with IS NULL, written in multi-row inserts where some rows have none (tasks.touches).
+JsonOrNull = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 # BIGINT on PostgreSQL; SQLite only autoincrements an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
