@@ -43,6 +43,9 @@ def enqueue(
     doctrine: list[str] = typer.Option([], help="Doctrine to follow, NAMESPACE/NAME (repeatable)."),
     prior_art: list[str] = typer.Option([], "--prior-art", help="Earlier work the agent should know of (repeatable)."),
     data: str | None = typer.Option(None, help="Structured facts for the briefing: a JSON object."),
+    touches: list[str] = typer.Option(
+        [], help="A path glob the task edits (repeatable; default: --path): no two overlapping tasks run at once."
+    ),
 ) -> None:
     """Put a task on the queue."""
     facts = _json_object(data, "--data")
@@ -63,6 +66,7 @@ def enqueue(
             doctrine_refs=doctrine or None,
             prior_art=prior_art or None,
             data=facts,
+            touches=touches or None,
         )
     )
     note = " (duplicate: this key was enqueued before)" if result.duplicate else ""

@@ -89,6 +89,7 @@ def task(view: results.TaskView) -> Group:
                 "objective": detail.objective,
                 "operation": detail.operation,
                 "target": f"{detail.target.repo}@{detail.target.ref} {detail.target.path}".strip(),
+                "touches": ", ".join(detail.target.touches) if detail.target.touches else None,
                 "priority": detail.priority,
                 "time budget": f"{detail.time_budget_seconds}s",
                 "attempts": f"{detail.attempts}/{detail.max_attempts}",

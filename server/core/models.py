@@ -75,6 +75,7 @@ class Limits:
     DOCTRINE_REF = 257  # namespace/name, 128 each
     DOCTRINES = 20  # named at one enqueue
     PRIOR_ART = 50
+    TOUCHES = 50  # path globs a task declares it edits
     PRIOR_ART_ITEM = 1_000
     DATA_CHARS = 16_000
     MIN_BUDGET = 30

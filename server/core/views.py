@@ -31,7 +31,9 @@ def columns(row: RowMapping) -> dict[Any, Any]:
 
 
 def target(task: Row) -> r.Target:
-    return r.Target(repo=task["target_repo"], ref=task["target_ref"], path=task["target_path"])
+    return r.Target(
+        repo=task["target_repo"], ref=task["target_ref"], path=task["target_path"], touches=task.get("touches")
+    )
 
 
 def constraints(snapshot: Row | None, time_budget_seconds: int) -> r.Constraints:

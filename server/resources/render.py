@@ -121,7 +121,15 @@ def _list_end(entries: Sequence[str], tool: str, filters: str, next_cursor: str 
 
 def target_text(target: results.Target) -> str:
     where = code(f"{target.repo}@{target.ref}")
-    return f"{where} path {code(target.path)}" if target.path else where
+    where = f"{where} path {code(target.path)}" if target.path else where
+    if target.touches:
+        where += " touches " + ", ".join(code(t) for t in target.touches[:TOUCHES_SHOWN])
+        where += f" (+{len(target.touches) - TOUCHES_SHOWN} more)" if len(target.touches) > TOUCHES_SHOWN else ""
+    return where
+
+
+# The touches a page names in a task's target line (a task declares at most 50).
+TOUCHES_SHOWN = 10
 
 
 def run_entry(run: RunLine) -> str:

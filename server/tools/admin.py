@@ -27,6 +27,7 @@ from server.tools.params import (
     Reason,
     TargetRepo,
     TaskId,
+    Touches,
     Uuid,
     bounded,
     items,
@@ -69,6 +70,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         doctrine: DoctrineRefs = None,
         prior_art: Annotated[list[PriorArt] | None, items("Earlier work to know of.", Limits.PRIOR_ART)] = None,
         data: Annotated[dict[str, Any] | None, Field(description="Facts (JSON).")] = None,
+        touches: Touches = None,
     ) -> results.Enqueued:
         """Add a task. Write objective and acceptance_criteria so another agent can do and check the work unaided.
         mission_id joins a mission (blocked until its depends_on are approved). Undo: jct_cancel_task."""
@@ -92,6 +94,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             doctrine_refs=doctrine,
             prior_art=prior_art,
             data=data,
+            touches=touches,
         )
 
     @tool(mcp, DESTRUCTIVE)

@@ -30,6 +30,7 @@ from server.tools.params import (
     Priority,
     Reason,
     TargetRepo,
+    Touches,
     bounded,
     items,
     text,
@@ -54,6 +55,7 @@ class PlannedTask(BaseModel):
         [], description="Keys it waits for.", json_schema_extra={"maxItems": Limits.DEPENDENCIES}
     )
     doctrine: DoctrineRefs = None
+    touches: Touches = None
 
 
 class PlannedPhase(BaseModel):

@@ -62,3 +62,8 @@ DoctrineRefs = Annotated[
     list[Annotated[str, Field(json_schema_extra={"maxLength": Limits.DOCTRINE_REF})]] | None,
     items("ns/name", Limits.DOCTRINES),
 ]
+# The files a task edits (DESIGN section 16): relative path globs; default its target_path.
+Touches = Annotated[
+    list[Annotated[str, Field(json_schema_extra={"maxLength": Limits.PATH})]] | None,
+    items("Path globs it edits.", Limits.TOUCHES),
+]

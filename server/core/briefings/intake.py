@@ -10,6 +10,7 @@ from typing import Any
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import doctrine
+from server.core.briefings.paths import check_target_path, check_touches, default_touches
 from server.core.git import gitcli
 from server.core.git.repos import looks_local
 from server.core.missions import graph
@@ -43,6 +44,7 @@ async def enqueue_task(
     doctrine_refs: list[str] | None = None,
     prior_art: list[str] | None = None,
     data: dict[str, Any] | None = None,
+    touches: list[str] | None = None,
 ) -> r.Enqueued:
     """A task on the queue, behind the policy gate; with `mission_id`, one of that mission's (DESIGN 11)."""
     deps = graph.check_placement(mission_id, phase, depends_on)
@@ -61,6 +63,7 @@ async def enqueue_task(
         doctrine=doctrine_refs,
         prior_art=prior_art,
         data=data,
+        touches=touches,
     )
     if idempotency_key is not None:
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
@@ -139,6 +142,8 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
         extra["prior_art"] = prior
     if facts := check_data(fields.get("data")):
         extra["data"] = facts
+    if fields.get("touches") is not None:
+        extra["touches"] = check_touches(fields["touches"])
     return extra | {
         "objective": objective,
         "operation": operation.value,
@@ -183,16 +188,6 @@ def check_data(data: object) -> dict[str, Any]:
     if len(json.dumps(data)) > Limits.DATA_CHARS:
         raise invalid(f"data is larger than {Limits.DATA_CHARS:,} characters as JSON.", "Keep data to a few facts.")
     return data
-
-
-def check_target_path(path: str) -> str:
-    check_text(path, "target_path", Limits.PATH, required=False, single_line=True)
-    normalised = path.strip().removeprefix("./")
-    if normalised.startswith(("/", "\\")) or ":" in normalised[:3]:
-        raise invalid(f"target_path {path!r} is absolute.", "Give a path relative to the repository root.")
-    if ".." in normalised.replace("\\", "/").split("/"):
-        raise invalid(f"target_path {path!r} contains '..'.", "Give a path inside the repository, without '..'.")
-    return normalised
 
 
 def bundle(
@@ -268,6 +263,8 @@ def bundle(
         "constraint_snapshot_id": snapshot["id"] if snapshot else None,
         "requested_by": actor.actor_id,
         "queued_at": ts if not core.db.is_sqlite else now,
+        # Declared (an empty list: none), else its target_path's.
+        "touches": (req["touches"] or None) if "touches" in req else default_touches(req["target_path"]),
     }
     after = {"status": TaskStatus.QUEUED, "priority": req["priority"], "operation": req["operation"]}
     audit.insert(0, audit_row(actor, AuditAction.TASK_ENQUEUED, EntityKind.TASK, task_id, None, after, trace_id))

@@ -14,6 +14,7 @@ from server.core import results as r
 from server.core import views
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import intake, versions
+from server.core.briefings.paths import check_target_path
 from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.db import queries
@@ -41,7 +42,7 @@ async def revise_briefing(
     if files_of_interest is not None:
         if not isinstance(files_of_interest, list) or len(files_of_interest) > Limits.PRIOR_ART:
             raise invalid(f"files_of_interest must be a list of at most {Limits.PRIOR_ART} paths.", "Name fewer.")
-        changes["files_of_interest"] = [intake.check_target_path(p) for p in files_of_interest]
+        changes["files_of_interest"] = [check_target_path(p) for p in files_of_interest]
     if acceptance_criteria is not None:
         changes["acceptance_criteria"] = intake.check_criteria(acceptance_criteria)
     if data is not None:

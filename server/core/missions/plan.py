@@ -50,6 +50,7 @@ TASK_FIELDS = frozenset(
         "doctrine",
         "prior_art",
         "data",
+        "touches",
     }
 )
 
@@ -140,6 +141,7 @@ def _planned(core: Core, task: object, where: str, phase: int, phase_of: dict[st
         doctrine=task.get("doctrine"),
         prior_art=task.get("prior_art"),
         data=task.get("data"),
+        touches=task.get("touches"),
     )
     return Planned(key, phase, request, tuple(dict.fromkeys(depends_on)))
 

@@ -35,3 +35,5 @@ class Target(Shape):
     repo: str
     ref: str
     path: str
+    # The path globs the task edits (DESIGN section 16); absent when it declares none.
+    touches: list[str] | None = None

@@ -23,6 +23,7 @@ class TaskSummary(Shape):
     objective: str
     target_repo: str
     target_ref: str
+    touches: list[str] | None = None
     status: TaskStatus
     priority: Priority
     time_budget_seconds: int
@@ -142,7 +143,8 @@ class SweepReport(Shape):
 def _target_of(row: Any) -> Any:
     """A task row's target_repo/ref/path as the nested `target` the seed's shapes have."""
     if isinstance(row, dict) and "target" not in row and "target_repo" in row:
-        return {**row, "target": {"repo": row["target_repo"], "ref": row["target_ref"], "path": row["target_path"]}}
+        target = {"repo": row["target_repo"], "ref": row["target_ref"], "path": row["target_path"]}
+        return {**row, "target": {**target, "touches": row.get("touches")}}
     return row
 
 

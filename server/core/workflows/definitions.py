@@ -25,6 +25,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from server.core.briefings.paths import check_touches
 from server.core.missions import dag
 from server.core.models import check_text
 from server.errors import ErrorCode, JctError
@@ -252,6 +253,10 @@ def _meaning(data: dict[str, Any], line_of: Any) -> Iterator[tuple[int, str]]:
                         f"{{{placeholder}}} in step {step['id']!r} names no input (inputs: "
                         f"{', '.join(sorted(inputs)) or 'none'})",
                     )
+        try:
+            check_touches(step.get("touches", []))
+        except JctError as bad:
+            yield line_of(("steps", n, "touches")), f"step {step['id']!r}: {bad.message}"
         names: set[str] = set()
         for o, output in enumerate(step.get("outputs", [])):
             if output["name"] in names:

@@ -146,6 +146,7 @@ def plan(
                 "context_summary": instructions.strip(),
                 "depends_on": list(step.get("depends_on", [])),
                 **({"doctrine": list(step["doctrine"])} if step.get("doctrine") else {}),
+                **({"touches": list(step["touches"])} if "touches" in step else {}),
             }
         )
     for phase in phases:
