@@ -29,6 +29,9 @@ class ErrorCode(StrEnum):
     DOCTRINE_NOT_FOUND = "DOCTRINE_NOT_FOUND"
     # Claimed by id while it still waits for its dependencies (or its phase): the message names them.
     TASK_BLOCKED = "TASK_BLOCKED"
+    # Claimed by id while its touches overlap those of a task that holds its own (running, or its work waiting
+    # for review or to be merged): the message names that task and the paths.
+    TASK_CONFLICTS = "TASK_CONFLICTS"
     # Verified changes (JCT reads the task's repository): the reported commit is not there, it does not
     # descend from the run's base commit, or the repository cannot be read right now.
     COMMIT_NOT_FOUND = "COMMIT_NOT_FOUND"

@@ -7,6 +7,29 @@ UPDATE ... RETURNING and the inserts inside one BEGIN IMMEDIATE transaction, whi
 holds the database's single write lock from the first statement to the commit.
 
 `claim` is the one way in, for both: the dialect fork is there and nowhere else.
+
+Touches (DESIGN section 16). A claim never hands out a task whose touches overlap those of a task that holds
+its own on the same repository (server/db/holds.py says who holds). A task without touches is never held back
+and holds nothing, so a claim first tries the task in line as before, in one statement, taking it only if it
+has no touches; only when that task has touches does the claim walk on, in the same transaction:
+
+- SQLite: BEGIN IMMEDIATE admits one claimer at a time, so the walk reads the queued tasks in claim order and
+  takes the first with no touches or none that overlap its repository's holders, read in the same transaction.
+- PostgreSQL: claim-next reads the queued tasks in claim order without locking them; for one with touches it
+  takes the repository's transaction-scoped advisory lock with pg_try_advisory_xact_lock (never waiting, so
+  claims cannot deadlock on it: a lock held elsewhere skips the repository's tasks, as SKIP LOCKED skips rows),
+  then reads the repository's holders and, if none overlaps, claims the task (its row FOR UPDATE SKIP LOCKED,
+  its status checked again) before the commit releases the lock. Claim-by-id holds one task's row and may
+  wait for its repository's lock. Why this holds at READ COMMITTED: a task only starts holding its touches
+  by being claimed (it then stays a holder until it ends or its work is merged; touches never change), and
+  every claim of a task with touches makes that change under its repository's lock. The lock is released
+  only when its transaction ends, after the commit is visible to every new snapshot; the next holder reads the
+  holders in a statement after the one that took the lock, so with a snapshot that sees every claim made
+  under the lock before. Two overlapping tasks of one repository can therefore not both pass the check. A
+  holder that ends meanwhile may still be seen: the task waits one claim longer, never the other way round.
+
+The walk costs what it passes over: each queued task held back ahead of the one taken is read once, and each
+repository's holders once per claim (through ix_tasks_holding_touches, as many rows as there are holders).
 """
 
 from __future__ import annotations
@@ -21,7 +44,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.db import queries, rawsqlite
+from server.db import holds, queries, rawsqlite
 from server.db import tables as t
 from server.db.engine import Database
 
@@ -62,6 +85,7 @@ TASK_COLUMNS = (
     "constraint_snapshot_id",
     "active_run_id",
     "mission_id",
+    "touches",
 )
 PACKET_COLUMNS = (
     "id",
@@ -107,10 +131,11 @@ WITH picked AS (
     {picked}
 ),
 claimed AS (
-    -- The claim itself. Re-checking status makes a claim-by-id lose cleanly to a concurrent winner.
+    -- The claim itself. Re-checking status makes a claim-by-id lose cleanly to a concurrent winner. The first
+    -- try takes only a task without touches (one with touches is checked against its repository's holders).
     UPDATE tasks SET status = 'running', claimed_at = now(), active_run_id = :run_id
     FROM picked
-    WHERE tasks.id = picked.id AND tasks.status = 'queued'
+    WHERE tasks.id = picked.id AND tasks.status = 'queued'{untouched}
     RETURNING {task_columns}
 ),
 run AS (
@@ -176,6 +201,25 @@ _PG_PICK_NEXT = """
 _PG_PICK_ONE = """
     SELECT id FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE"""
 
+# Claim-by-id of a task with touches: its repository and touches, the row held as _PG_PICK_ONE holds it.
+_PG_TOUCHING_ONE = "SELECT target_repo, touches FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE"
+
+# The walk of claim-next past a task with touches: the queued tasks in claim order, a batch at a time from the
+# last one seen, read without locking (only the one claimed is locked, by _PG_PICK_SEEN).
+_PG_CANDIDATES = """
+    SELECT id, target_repo, touches, priority, queued_at FROM tasks
+    WHERE status = 'queued'{filters}{after}
+    ORDER BY priority, queued_at, id
+    LIMIT {batch}"""
+_AFTER = " AND (priority, queued_at, id) > (:after_priority, :after_queued_at, :after_id)"
+
+# A task the walk chose, unless a concurrent claimer holds it or took it meanwhile.
+_PG_PICK_SEEN = """
+    SELECT id FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE SKIP LOCKED"""
+
+# Queued tasks the walk reads at a time.
+WALK_BATCH = 64
+
 
 class ClaimCapReached(Exception):
     """The principal already holds `held` running claims, `ClaimRequest.max_claims` or more: nothing was claimed."""
@@ -187,9 +231,11 @@ class ClaimCapReached(Exception):
 
 async def claim(db: Database, req: ClaimRequest) -> dict[str, Any] | None:
     """The claim, whichever the database: the flat claimed row (task, run, briefing), or None when nothing
-    was claimable. Raises ClaimCapReached, having claimed nothing, when the cap of `req.max_claims` is met.
+    was claimable. Raises ClaimCapReached, having claimed nothing, when the cap of `req.max_claims` is met, and
+    holds.ClaimConflict when the task claimed by id overlaps a holder's touches.
 
-    The one dialect fork of the claim. PostgreSQL: one statement in an ordinary transaction. SQLite: the
+    The one dialect fork of the claim. PostgreSQL: one statement in an ordinary transaction (a few more past a
+    task with touches, in the same transaction: see the module docstring). SQLite: the
     whole BEGIN IMMEDIATE transaction as ONE call on aiosqlite's thread, which pays against the same steps
     through SQLAlchemy (several thread hops per statement): the figures are in bench/README.md."""
     if db.is_sqlite:
@@ -216,20 +262,72 @@ async def _claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str,
         "artifact_root_uri": req.artifact_root_uri,
     }
     if req.task_id is not None:
-        picked = _PG_PICK_ONE
         params["task_id"] = req.task_id
-    else:
-        filters, values = _next_filters(req, sqlite=False)
-        params |= values
-        picked = _PG_PICK_NEXT.format(filters=filters)
+        row = await _claim_picked(conn, _PG_PICK_ONE, params, untouched=True)
+        return row if row is not None else await _claim_one_touching(conn, req.task_id, params)
+    filters, values = _next_filters(req, sqlite=False)
+    params |= values
+    row = await _claim_picked(conn, _PG_PICK_NEXT.format(filters=filters), params, untouched=True)
+    return row if row is not None else await _walk_postgres(conn, filters, params)
+
+
+async def _claim_picked(
+    conn: AsyncConnection, picked: str, params: dict[str, object], *, untouched: bool
+) -> dict[str, Any] | None:
+    """The claim statement on the task `picked` selects; with `untouched`, only if it has no touches."""
     sql = _PG_CLAIM.format(
         picked=picked,
+        untouched=" AND tasks.touches IS NULL" if untouched else "",
         task_columns=", ".join(f"tasks.{c}" for c in TASK_COLUMNS),
         briefing_columns=BRIEFING_SQL,
         decisions=DECISIONS_SHOWN,
     )
     row = (await conn.execute(text(sql), params)).mappings().first()
     return None if row is None else dict(row)
+
+
+async def _claim_one_touching(conn: AsyncConnection, task_id: str, params: dict[str, object]) -> dict[str, Any] | None:
+    """Claim-by-id of a task with touches: waits for its repository's lock, then claims it unless a holder's
+    touches overlap (ClaimConflict)."""
+    task = (await conn.execute(text(_PG_TOUCHING_ONE), {"task_id": task_id})).mappings().first()
+    if task is None or not task["touches"]:
+        return None  # not queued (a task without touches was the first try's to take)
+    holders = await holds.held_postgres(conn, task["target_repo"], wait=True)
+    assert holders is not None
+    conflict = holds.first_conflict(task_id, task["touches"], holders)
+    if conflict is not None:
+        raise holds.ClaimConflict(task_id, conflict)
+    return await _claim_picked(conn, _PG_PICK_ONE, params, untouched=False)
+
+
+async def _walk_postgres(conn: AsyncConnection, filters: str, params: dict[str, object]) -> dict[str, Any] | None:
+    """Claim-next past a task with touches: the first queued task in claim order without touches, or whose
+    touches overlap none held on its repository, read under the repository's lock (see the module docstring)."""
+    held: dict[str, list[holds.Holder] | None] = {}  # per repository; None: its lock is held elsewhere
+    after = ""
+    while True:
+        sql = _PG_CANDIDATES.format(filters=filters, after=after, batch=WALK_BATCH)
+        batch = (await conn.execute(text(sql), params)).mappings().all()
+        for task in batch:
+            if task["touches"]:
+                repo = task["target_repo"]
+                if repo not in held:
+                    held[repo] = await holds.held_postgres(conn, repo, wait=False)
+                holders = held[repo]
+                if holders is None or holds.first_conflict(task["id"], task["touches"], holders) is not None:
+                    continue
+            row = await _claim_picked(conn, _PG_PICK_SEEN, params | {"task_id": task["id"]}, untouched=False)
+            if row is not None:
+                return row
+        if len(batch) < WALK_BATCH:
+            return None
+        last = batch[-1]
+        params = params | {
+            "after_priority": last["priority"],
+            "after_queued_at": last["queued_at"],
+            "after_id": last["id"],
+        }
+        after = _AFTER
 
 
 def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[str, Any] | None:
@@ -256,16 +354,15 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
         target = (
             f"id = (SELECT id FROM tasks WHERE status = 'queued'{filters} ORDER BY priority, queued_at, id LIMIT 1)"
         )
-    # The claim itself: the status check makes a claim of a task no longer queued match nothing.
-    claimed = rawsqlite.fetch_one(
-        db,
-        t.tasks,
-        f"UPDATE tasks SET status = 'running', claimed_at = :claimed_at, active_run_id = :run_id "
-        f"WHERE {target} AND status = 'queued' RETURNING {', '.join(TASK_COLUMNS)}",
-        params,
-    )
+    # The first try takes the task only if it has no touches: one statement, as before touches.
+    claimed = _update_sqlite(db, f"{target} AND touches IS NULL", params)
     if claimed is None:
-        return None
+        # It has touches (or there is none): the first task in line that overlaps no holder's.
+        task_id = _touching_sqlite(db, req)
+        if task_id is None:
+            return None
+        claimed = _update_sqlite(db, "id = :chosen", params | {"chosen": task_id})
+        assert claimed is not None, "read as queued in this transaction"
     lease_expires_at = now + timedelta(seconds=req.lease_seconds)
     # The run that holds the lease; its attempt is its number among the task's runs (see the PostgreSQL statement).
     attempt = int(db.execute("SELECT count(*) FROM runs WHERE task_id = ?", (claimed["id"],)).fetchone()[0]) + 1
@@ -311,6 +408,55 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
     briefing |= {f"snapshot_{c}": (snapshot or {}).get(c) for c in SNAPSHOT_COLUMNS}
     decisions = _decisions_sqlite(db, claimed["mission_id"])
     return claimed | briefing | {"attempt": attempt, "lease_expires_at": lease_expires_at, "decisions": decisions}
+
+
+def _update_sqlite(db: sqlite3.Connection, target: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    # The claim itself: the status check makes a claim of a task no longer queued match nothing.
+    return rawsqlite.fetch_one(
+        db,
+        t.tasks,
+        f"UPDATE tasks SET status = 'running', claimed_at = :claimed_at, active_run_id = :run_id "
+        f"WHERE {target} AND status = 'queued' RETURNING {', '.join(TASK_COLUMNS)}",
+        params,
+    )
+
+
+def _touching_sqlite(db: sqlite3.Connection, req: ClaimRequest) -> str | None:
+    """The task to claim past a first try that found one with touches: claim-by-id's own task unless a holder's
+    touches overlap (ClaimConflict); claim-next's first queued task in claim order with no touches or none that
+    overlap, each repository's holders read once. BEGIN IMMEDIATE keeps all of it true until the commit."""
+    if req.task_id is not None:
+        task = rawsqlite.fetch_one(
+            db,
+            t.tasks,
+            "SELECT target_repo, touches FROM tasks WHERE id = :task_id AND status = 'queued'",
+            {"task_id": req.task_id},
+        )
+        if task is None or not task["touches"]:
+            return None
+        conflict = holds.first_conflict(req.task_id, task["touches"], holds.held_sqlite(db, task["target_repo"]))
+        if conflict is not None:
+            raise holds.ClaimConflict(req.task_id, conflict)
+        return req.task_id
+    filters, values = _next_filters(req, sqlite=True)
+    cursor = db.execute(
+        f"SELECT id, target_repo, touches FROM tasks WHERE status = 'queued'{filters} ORDER BY priority, queued_at, id",
+        values,
+    )
+    held: dict[str, list[holds.Holder]] = {}
+    try:
+        while batch := cursor.fetchmany(WALK_BATCH):
+            for task_id, repo, stored in batch:
+                touches = rawsqlite.decode(t.tasks, {"touches": stored})["touches"]
+                if not touches:
+                    return str(task_id)
+                if repo not in held:
+                    held[repo] = holds.held_sqlite(db, repo)
+                if holds.first_conflict(task_id, touches, held[repo]) is None:
+                    return str(task_id)
+    finally:
+        cursor.close()
+    return None
 
 
 def _decisions_sqlite(db: sqlite3.Connection, mission_id: str | None) -> list[dict[str, Any]]:

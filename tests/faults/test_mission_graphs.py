@@ -41,6 +41,7 @@ def _task(key: str, *depends_on: str) -> dict[str, Any]:
         "operation": "code_change",
         "target_repo": "myorg/api",
         "target_path": TARGET_PATH,
+        "touches": [],  # each changes a module of its own: only the graph orders them
         "acceptance_criteria": ["The module is changed"],
         "depends_on": list(depends_on),
     }

@@ -44,7 +44,8 @@ SHORT_LEASES = {"lease_seconds": 5, "sweep_interval_seconds": 0.5}
 
 
 async def enqueue_work(core: Core, count: int) -> list[str]:
-    """`count` code changes under src/, each with one acceptance criterion: an agent's patch passes the prover."""
+    """`count` code changes under src/, each with one acceptance criterion: an agent's patch passes the prover.
+    They declare no touches (DESIGN section 16): any number of them may run at once."""
     return [
         (
             await intake.enqueue_task(
@@ -55,6 +56,9 @@ async def enqueue_work(core: Core, count: int) -> list[str]:
                 target_repo="myorg/api",
                 target_path=TARGET_PATH,
                 acceptance_criteria=["The module is changed"],
+                # Each patch is a module of its own: the tasks declare no touches, so they run at once (by
+                # default each would touch its target_path, src, and wait for the others).
+                touches=[],
             )
         ).task_id
         for n in range(count)

@@ -12,6 +12,7 @@ method returns what breaks one rule, as readable lines (an empty list when the r
   left running.
 - `unaccounted_claims()`: every claimed run ended expired or released, or is the run that completed its
   task; every run has exactly one `task.claimed` row, and every such row its run.
+- `overlapping_holds()`: no two tasks whose touches overlap ran at once on one repository (DESIGN section 16).
 - `attempts_differ()`: a task's `attempts` is the number of its runs whose lease expired.
 - `missing(tally)`: every claim, artifact and completion an agent was told of is in the database.
 - `store_differs(trace_root)`: every file in the trace store is an artifact's whole content (no partial
@@ -21,6 +22,8 @@ method returns what breaks one rule, as readable lines (an empty list when the r
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,7 @@ from sqlalchemy import select
 
 from server.db import tables as t
 from server.db.engine import Database
+from server.touches import conflicts
 from tests.support.agents import Tally
 
 # What the agent's completion leaves a run in; `expired` and `released` are the ends without a result.
@@ -155,6 +159,35 @@ class Books:
         for run_id in self.runs:
             if claimed[run_id] != 1:
                 problems.append(f"run {run_id} has {claimed[run_id]} task.claimed rows")
+        return problems
+
+    def holds(self) -> list[tuple[str, int, float]]:
+        """Each run of a task with touches as (task_id, its task.claimed row, its end row or infinity): while
+        it runs, its task holds its touches (in a repository JCT does not integrate, until the run ends)."""
+        ended: dict[str, int] = {}
+        for row in self.audit:
+            if row["entity_kind"] == "Run" and row["action"] in RUN_ENDS:
+                ended.setdefault(row["entity_id"], row["id"])
+        return [
+            (row["entity_id"], row["id"], ended.get(row["after"]["run_id"], math.inf))
+            for row in self.claims()
+            if self.tasks[row["entity_id"]]["touches"]
+        ]
+
+    def overlapping_holds(self) -> list[str]:
+        """No two tasks of one repository whose touches overlap held them at once. Audit ids order a hold's
+        start after the end it waited for (the claim read that end committed), so two holds of overlapping
+        touches must not interleave."""
+        problems = []
+        for (a, start_a, end_a), (b, start_b, end_b) in itertools.combinations(self.holds(), 2):
+            task_a, task_b = self.tasks[a], self.tasks[b]
+            if a == b or task_a["target_repo"] != task_b["target_repo"]:
+                continue
+            pairs = conflicts(task_a["touches"], task_b["touches"])
+            if pairs and start_a < end_b and start_b < end_a:
+                problems.append(
+                    f"tasks {a} and {b} held {pairs} at once (audit {start_a}..{end_a}, {start_b}..{end_b})"
+                )
         return problems
 
     def attempts_differ(self) -> list[str]:

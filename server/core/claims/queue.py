@@ -12,7 +12,7 @@ from server.core.integration import workspace
 from server.core.missions import graph
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
-from server.db import claims, counts, integrations, listing, queries
+from server.db import claims, counts, holds, integrations, listing, queries
 from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import Operation, Priority, ReviewState, TaskStatus
 
@@ -117,6 +117,8 @@ async def _claim(
     )
     try:
         return await claims.claim(core.db, request)
+    except holds.ClaimConflict as conflict:
+        raise task_conflicts(conflict) from None
     except claims.ClaimCapReached as reached:
         cap = core.settings.max_claims_per_agent
         raise JctError(
@@ -124,6 +126,24 @@ async def _claim(
             f"You already hold {reached.held} claims; the limit per agent is {cap} (JCT_MAX_CLAIMS_PER_AGENT).",
             "Complete or release one of your claimed tasks (jct_complete_task / jct_release_task), then claim again.",
         ) from None
+
+
+# The overlapping pairs a TASK_CONFLICTS message names at most.
+PAIRS_SHOWN = 5
+
+
+def task_conflicts(refused: holds.ClaimConflict) -> JctError:
+    """TASK_CONFLICTS for a claim by id of a task whose touches overlap a holder's, naming it and the paths."""
+    holder, pairs = refused.conflict.holder, refused.conflict.pairs
+    shown = "; ".join(f"{mine} overlaps {theirs}" for mine, theirs in pairs[:PAIRS_SHOWN])
+    more = f" (and {len(pairs) - PAIRS_SHOWN} more)" if len(pairs) > PAIRS_SHOWN else ""
+    return JctError(
+        ErrorCode.TASK_CONFLICTS,
+        f"Task {refused.task_id} waits for task {holder}, which holds files it touches on the same repository "
+        f"(it is running, or its work awaits review or merging): {shown}{more}.",
+        f"Claim another task with jct_claim_next, or claim this one once task {holder} is merged or has ended "
+        "(jct_get_task shows where it stands).",
+    )
 
 
 async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
