@@ -246,7 +246,8 @@ def enqueue(request: str, allowed_prefixes: Sequence[str], queued: results.TaskL
         "- operation: " + "; ".join(f"{op.value} = {words}" for op, words in OPERATIONS.items()) + ".",
         f"- target_repo: the repository, e.g. owner/name.{repos} target_ref: the branch (default main). "
         "target_path: the directory or file the change is confined to (it becomes the allowed path; empty = "
-        "whole repository).",
+        "whole repository). touches: the path globs it edits (default target_path); two tasks whose touches "
+        "overlap never run at once, so name what it edits and no more.",
         f"- acceptance_criteria: 1 to 5 checkable statements (at most {Limits.CRITERIA}, each under "
         f"{Limits.CRITERION:,} characters), each provable from an artifact: a named test passes, an endpoint "
         "returns 400 for X, a document has a section on Y. Not 'the code is clean'. The worker cites "
@@ -284,7 +285,8 @@ def plan(goal: str, allowed_prefixes: Sequence[str], active: results.MissionList
         "task; use as few phases as the work needs.",
         "2. Tasks: each one independently reviewable change, with a short unique key (e.g. spec-api), an "
         "imperative objective, an operation (code_change, docs, analysis or ops), target_repo (and target_path "
-        f"to confine it), and 1 to 5 acceptance criteria provable from an artifact.{repos}",
+        "to confine it; touches for the files it edits, so tasks sharing files never run at once), and 1 to 5 "
+        f"acceptance criteria provable from an artifact.{repos}",
         "3. depends_on: within a phase, the keys a task must wait for (tasks of earlier phases wait anyway). "
         "No cycles, and never a task of a later phase.",
         "4. idempotency_key: a slug of the goal, so a retry does not create it twice.",

@@ -101,8 +101,9 @@ async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(
 ) -> None:
     work = Work(tmp_path / "repo")
     async with make_core(make_settings) as core:
-        one = await local_task(core, work, objective="Say hello")
-        two = await local_task(core, work, objective="Say goodbye")
+        # No touches declared: both run at once, and their collision is caught at merge.
+        one = await local_task(core, work, objective="Say hello", touches=[])
+        two = await local_task(core, work, objective="Say goodbye", touches=[])
         a = (await queue.claim_task(core, ALICE, one)).workspace
         b = (await queue.claim_task(core, BOB, two)).workspace
         assert a is not None
@@ -318,8 +319,8 @@ async def test_the_servers_own_integrator_merges_and_the_dashboard_shows_the_que
     work = Work(tmp_path / "repo")
     hostile = "src/<b>x</b>.py"
     async with running(make_settings(integrate_local=True)) as (app, core), asgi(app) as http:
-        one = await local_task(core, work, objective="First")
-        two = await local_task(core, work, objective="Second")
+        one = await local_task(core, work, objective="First", touches=[])  # they collide at merge
+        two = await local_task(core, work, objective="Second", touches=[])
         a = (await queue.claim_task(core, ALICE, one)).workspace
         b = (await queue.claim_task(core, BOB, two)).workspace
         assert a is not None
