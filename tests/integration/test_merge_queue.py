@@ -373,3 +373,33 @@ async def test_a_remote_agent_pushes_its_branch_and_jct_pushes_main_never_forced
         view = await observe.get_task(core, task_id)
         assert view.integration is not None
         assert view.integration.commit == tip
+
+
+async def test_a_stale_lock_in_the_checkout_makes_the_integration_wait_and_say_so(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """An index.lock a crashed git left in the user's checkout: nothing moves, the integration waits naming the
+    lock (and jct_list_stuck shows it); once a person removes it, the work is merged."""
+    work = Work(tmp_path / "repo")
+    first = work.head()
+    async with make_core(make_settings) as core:
+        task_id = await local_task(core, work, touches=[])
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/new.py", "n = 1\n")
+        await finish(core, ALICE, task_id)
+        lock = work.path / ".git" / "index.lock"
+        lock.write_text("")
+
+        assert await integrator.integrate_waiting(core, HOLDER) == 0
+        view = await observe.get_task(core, task_id)
+        assert view.integration is not None
+        assert view.integration.status == "queued"
+        assert "index.lock" in (view.integration.waiting or "")
+        assert work.head("main") == first
+        assert [item.kind for item in (await actions.list_stuck(core)).items] == ["integration_waiting"]
+
+        lock.unlink()
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert (work.path / "src" / "new.py").read_text() == "n = 1\n"
+        assert work.git("status", "--porcelain") == ""
