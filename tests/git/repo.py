@@ -70,3 +70,12 @@ class Work:
 def bare_clone(source: Path, target: Path) -> Path:
     git(source.parent, "clone", "--quiet", "--bare", str(source), str(target))
     return target
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):  # gone, or being reaped as it is read
+        return False
+    return state != "Z"

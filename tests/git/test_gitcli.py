@@ -13,7 +13,7 @@ from server.config import Settings
 from server.core.git import gitcli
 from server.core.git.repos import Repos, looks_local
 from server.errors import ErrorCode, JctError
-from tests.git.repo import Work, bare_clone
+from tests.git.repo import Work, alive, bare_clone
 
 pytestmark = pytest.mark.anyio
 
@@ -193,14 +193,6 @@ async def test_input_and_output_larger_than_a_pipe_do_not_deadlock(tmp_path: Pat
     names = "".join(f"{head}\n" for _ in range(20_000)).encode()  # 820 kB in
     out = await gitcli.git(repo, "cat-file", "--batch-check", within=60, input=names, neutralised=[])
     assert out.text.splitlines() == [f"{head} commit {len(work.git('cat-file', 'commit', head)) + 1}"] * 20_000
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie waiting to be reaped."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_a_cancelled_command_is_killed_at_once(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from server.core.git import gitcli, merges
-from tests.git.repo import Work, bare_clone
+from tests.git.repo import Work, alive, bare_clone
 
 pytestmark = pytest.mark.anyio
 
@@ -19,15 +19,6 @@ def only_main(work: Work) -> None:
     """The repository knows no worktree but its own, and the scratch directory is gone."""
     listed = work.git("worktree", "list", "--porcelain")
     assert [line for line in listed.splitlines() if line.startswith("worktree ")] == [f"worktree {work.path}"]
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie waiting to be reaped."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 async def gone(pid: int) -> None:
