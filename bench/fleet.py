@@ -22,7 +22,7 @@ on its tasks, redone runs included). Writes bench/results/fleet.json and the fle
 bench/RESULTS.md (bench/report.py keeps them when the suite rewrites that file).
 
 `--touches` declares touches (the files a task edits) on every other task: the server then never runs two
-declared tasks that share a file at once. It needs a server that takes `touches` on a mission's tasks.
+declared tasks that share a file at once, nor one whose files wait in the merge queue.
 
     .venv/bin/python bench/fleet.py                         # 10 agents, 30 tasks, 0.5 s of work each, SQLite
     .venv/bin/python bench/fleet.py --dialect postgresql    # on a throwaway database (JCT_BENCH_POSTGRES_URL)
