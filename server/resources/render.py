@@ -243,6 +243,20 @@ def _review_state(evidence: results.EvidencePackDetail, review: Review | None) -
     return evidence.review_state
 
 
+def integration_lines(merge: results.IntegrationView, pointer: str) -> list[str]:
+    """Where the run's work stands on its way to the target branch (DESIGN section 16)."""
+    lines = [f"**{merge.status}** into `{line(merge.ref, 80)}` ({merge.strategy}) · queued {stamp(merge.queued_at)}"]
+    if merge.commit is not None and merge.status == "merged":
+        lines.append(f"Landed as `{merge.commit}` ({stamp(merge.ended_at)}).")
+    if merge.waiting:
+        lines.append("Waits: " + line(merge.waiting, TEXT_CHARS, pointer))
+    if merge.conflicting_files:
+        lines.append("Conflicts in: " + line(", ".join(merge.conflicting_files), TEXT_CHARS, pointer))
+    if merge.check_output:
+        lines += ["Check output (its tail):", *block(merge.check_output[-2000:], TEXT_CHARS, pointer)]
+    return lines
+
+
 def run_page(page: RunPage) -> str:
     run = page.run
     pointer = f'call jct_get_run(run_id="{run.run_id}")'
@@ -276,6 +290,12 @@ def run_page(page: RunPage) -> str:
             "## Change read by JCT in the repository",
             *files_changed(run.run_id, run.base_commit, run.files_changed),
         ]
+    if run.workspace is not None:
+        space = run.workspace
+        where = f", worktree `{space.path}`" if space.path else " (on the remote: fetch it, commit, push)"
+        lines += ["", f"Workspace: branch `{space.branch}` at `{space.base_commit[:12]}`{where}."]
+    if page.integration is not None:
+        lines += ["", "## Integration", *integration_lines(page.integration, pointer)]
     lines += ["", f"## Artifacts ({len(page.artifacts)})"]
     artifacts = [
         f"- {line(a.title, 80)} ({a.type}, {line(a.media_type, 60)}, {_size(a.size_bytes)}) — "

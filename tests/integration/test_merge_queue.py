@@ -16,10 +16,11 @@ from server.config import Settings
 from server.core.claims import queue
 from server.core.integration import integrator
 from server.core.missions import plan, status
-from server.core.operators import actions, observe
+from server.core.operators import actions, observe, pages
 from server.core.review import completion
 from server.core.service import Core
 from server.db import integrations
+from server.resources import render
 from tests.core.helpers import ALICE, BOB, built_core, enqueue
 from tests.git.repo import Work, bare_clone, git
 from tests.support.serving import running
@@ -111,9 +112,14 @@ async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(
         commit_in(a.model_dump(), "src/app.py", "print('hello')\n")
         commit_in(b.model_dump(), "src/app.py", "print('goodbye')\n")
         await finish(core, ALICE, one)
-        await finish(core, BOB, two)
+        second = await finish(core, BOB, two)
         assert await integrator.integrate_waiting(core, HOLDER) == 2
         merged_main = work.head("main")
+        # The run's jct:// page says it too.
+        page = render.run_page(await pages.run_page(core, second.run_id))
+        assert "**conflict** into `main` (rebase)" in page
+        assert "Conflicts in: src/app.py" in page
+        assert f"Workspace: branch `{b.branch}`" in page
         assert (work.path / "src" / "app.py").read_text() == "print('hello')\n"
 
         view = await observe.get_task(core, two)

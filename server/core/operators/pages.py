@@ -21,7 +21,7 @@ from server.core.briefings import doctrine
 from server.core.models import parse_id
 from server.core.review import manifest
 from server.core.service import Core
-from server.db import listing, queries
+from server.db import integrations, listing, queries
 from server.db.records import EvidencePack
 from server.errors import ErrorCode, JctError, not_found
 
@@ -92,6 +92,8 @@ class RunPage:
     review: Review | None
     # The trace store's manifest (server/core/review/manifest.py); None until the run completes.
     manifest: dict[str, Any] | None = None
+    # Its work's place in the merge queue (an integrable repository).
+    integration: results.IntegrationView | None = None
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,7 @@ async def run_page(core: Core, run_id: str) -> RunPage:
         pack = await queries.evidence_pack_for_run(conn, run_id)
         decision = await queries.review_decision_for_pack(conn, pack.id) if pack is not None else None
         number = await listing.run_number(conn, run.task_id, run.started_at, run_id)
+        merge = (await integrations.of_runs(conn, [run_id])).get(run_id)
     return RunPage(
         run=views.run_detail(run),
         number=number,
@@ -241,6 +244,7 @@ async def run_page(core: Core, run_id: str) -> RunPage:
         evidence=views.evidence_detail(pack) if pack is not None else None,
         review=review_of(decision),
         manifest=await manifest.read(core, run_id) if run.ended_at is not None else None,
+        integration=views.integration(merge) if merge is not None else None,
     )
 
 
