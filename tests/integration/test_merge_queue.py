@@ -409,3 +409,27 @@ async def test_a_stale_lock_in_the_checkout_makes_the_integration_wait_and_say_s
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         assert (work.path / "src" / "new.py").read_text() == "n = 1\n"
         assert work.git("status", "--porcelain") == ""
+
+
+async def test_a_conflict_past_the_round_cap_fails_the_task_for_a_person(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings, max_review_rounds=0) as core:
+        one = await local_task(core, work, objective="Say hello", touches=[])
+        two = await local_task(core, work, objective="Say goodbye", touches=[])
+        a = (await queue.claim_task(core, ALICE, one)).workspace
+        b = (await queue.claim_task(core, BOB, two)).workspace
+        assert a is not None
+        assert b is not None
+        commit_in(a.model_dump(), "src/app.py", "print('hello')\n")
+        commit_in(b.model_dump(), "src/app.py", "print('goodbye')\n")
+        await finish(core, ALICE, one)
+        await finish(core, BOB, two)
+        assert await integrator.integrate_waiting(core, HOLDER) == 2
+        view = await observe.get_task(core, two)
+        assert view.integration is not None
+        assert view.integration.status == "conflict"
+        assert view.task.status == "failed"
+        assert view.task.error is not None
+        assert "integration: conflict" in view.task.error
