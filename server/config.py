@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     allowed_repo_prefixes: Annotated[list[str], NoDecode] = Field(default_factory=list)
     review_auto_approve: bool = True
     review_auto_approve_verdicts: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["pass"])
+    # A fail or partial verdict an agent can fix (prover.FIXABLE_CHECKS) sends the task back at once, as a
+    # needs_changes round by the review policy (DESIGN section 17).
+    auto_rework: bool = True
     max_artifact_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
     # All the content one run may store in the trace store, however many artifacts it reports.
     max_run_artifact_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024 * 1024)

@@ -63,6 +63,7 @@ TASK_FIELDS = (
     "time_budget_seconds",
     "mission_id",
     "step",
+    "review_rounds",
 )
 ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri", "media_type", "size_bytes", "sha256")
 
@@ -115,7 +116,16 @@ class Approve:
     audit: Callable[[missions.Approval], Sequence[Values]]
 
 
-Write = Insert | Update | Approve
+@dataclass(frozen=True)
+class NewVersion:
+    """A new briefing version of the issue, made from its latest one by `packet` (server/core/briefings/
+    versions.py), after the other writes."""
+
+    issue_id: str
+    packet: Callable[[Mapping[str, Any]], Values]
+
+
+Write = Insert | Update | Approve | NewVersion
 Decide = Callable[[Facts], tuple[Sequence[Write], R]]
 
 
@@ -219,9 +229,16 @@ def _change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, c
         elif isinstance(write, Approve):
             approval = missions.approve_sqlite(db, write.task_id, rawsqlite.server_now())
             rawsqlite.insert(db, t.audit_log, queries.stamped(write.audit(approval)))
+        elif isinstance(write, NewVersion):
+            latest = rawsqlite.fetch_one(db, t.context_packets, _LATEST_PACKET, {"id": write.issue_id})
+            assert latest is not None  # every issue starts with version 1
+            rawsqlite.insert(db, t.context_packets, [write.packet(latest)])
         elif rawsqlite.update(db, write.table, write.row_id, write.values, write.status_in) is None and write.required:
             raise RowMissed(write.table.name, write.row_id)
     return Changed(result, inserted_id)
+
+
+_LATEST_PACKET = "SELECT * FROM context_packets WHERE issue_id = :id ORDER BY version DESC LIMIT 1"
 
 
 def _facts_of_run_sqlite(db: sqlite3.Connection, run: dict[str, Any]) -> Facts:
@@ -271,11 +288,15 @@ async def _change_postgres(
     if facts is None:
         return None
     writes, result = await anyio.to_thread.run_sync(decide, facts)
-    inserted_id = await _write_postgres(conn, [write for write in writes if not isinstance(write, Approve)])
+    inserted_id = await _write_postgres(conn, [write for write in writes if isinstance(write, Insert | Update)])
     for write in writes:
         if isinstance(write, Approve):
             approval = await missions.approve(conn, write.task_id, rawsqlite.server_now())
             await queries.insert_audit(conn, write.audit(approval))
+        elif isinstance(write, NewVersion):
+            latest = await queries.latest_context_packet(conn, write.issue_id)
+            assert latest is not None  # every issue starts with version 1
+            await queries.insert_context_packet(conn, write.packet(dict(latest)))
     return Changed(result, inserted_id)
 
 

@@ -89,7 +89,8 @@ def work_next(
             '<index>, status: "satisfied" | "unsatisfied", evidence: [<artifact ids>], note}]). A criterion '
             "counts as satisfied only when it cites an artifact of this run. If you tried and could not do it: "
             "success=false with error_message. If you should not do it at all: jct_release_task(task_id, reason).",
-            "6. Note the verdict (pass, partial or fail) and the review status it returns, then go back to step 1.",
+            "6. Note the verdict (pass, partial or fail) and the review status it returns (needs_changes: the task "
+            "went back to the queue with what to fix in its briefing's review_feedback), then go back to step 1.",
             "",
             "A task that is a workflow step carries it in context_packet.data.step (workflow, step, outputs, "
             "review gate): report each of its outputs as an artifact titled exactly with the output's name and of "

@@ -66,6 +66,7 @@ async def test_someone_elses_claim_cannot_be_completed(core: Core) -> None:
 
 async def test_needs_changes_requeues_with_a_new_briefing_carrying_the_feedback(core: Core) -> None:
     core.settings.review_auto_approve = False
+    core.settings.auto_rework = False
     task_id = await enqueue(core)
     await queue.claim_task(core, ALICE, task_id)
     done = await completion.complete_task(core, ALICE, task_id, success=True, summary="done")

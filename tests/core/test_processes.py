@@ -73,8 +73,9 @@ async def test_two_processes_draining_one_queue_claim_every_task_exactly_once(
 
     with anyio.fail_after(180):
         async with (
-            worker(settings, tmp_path, "drain", "one") as one,
-            worker(settings, tmp_path, "drain", "two") as two,
+            # Each completion is partial (no criteria cited): it stays completed, not sent back (JCT_AUTO_REWORK).
+            worker(settings, tmp_path, "drain", "one", JCT_AUTO_REWORK="false") as one,
+            worker(settings, tmp_path, "drain", "two", JCT_AUTO_REWORK="false") as two,
             anyio.create_task_group() as tg,
         ):
             ready = [anyio.Event(), anyio.Event()]

@@ -170,7 +170,8 @@ async def test_a_malformed_review_is_invalid_argument_and_changes_nothing(
 # --- the auto-approve policy -------------------------------------------------------------
 
 
-async def test_by_default_a_partial_verdict_waits_for_review(core: Core) -> None:
+async def test_without_auto_rework_a_partial_verdict_waits_for_review(core: Core) -> None:
+    core.settings.auto_rework = False
     done = await complete(core, verdict="partial")
 
     assert done.review.status == "awaiting_manual_review"

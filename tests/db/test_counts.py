@@ -185,6 +185,7 @@ def _migrate(connection: Connection, verb: str, revision: str) -> None:
 
 async def test_the_migration_backfills_the_counts_from_existing_rows(core: Core) -> None:
     """A database at 0003 with tasks and evidence in it gets exact counts from the migration that adds them."""
+    core.settings.auto_rework = False  # the partial completions stay completed
     for n in range(5):
         await enqueue(core, objective=f"Task {n}")
     for _ in range(3):

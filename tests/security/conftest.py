@@ -82,8 +82,8 @@ class TokenServer:
 async def token_server(
     request: pytest.FixtureRequest, make_settings: Callable[..., Settings]
 ) -> AsyncIterator[TokenServer]:
-    """JCT served with JCT_AUTH=token (manual review, so completed work waits for a reviewer)."""
-    async with served(make_settings, auth="token", review_auto_approve=False) as (url, core):
+    """JCT served with JCT_AUTH=token (manual review, so completed work waits for a reviewer, partial too)."""
+    async with served(make_settings, auth="token", review_auto_approve=False, auto_rework=False) as (url, core):
         yield TokenServer(str(request.param), url, core)
 
 

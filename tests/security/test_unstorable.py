@@ -42,7 +42,8 @@ class Served:
 
 @pytest.fixture
 async def served(make_settings: Callable[..., Settings]) -> AsyncIterator[Served]:
-    settings = make_settings(max_artifact_bytes=4096, max_run_artifact_bytes=8192)
+    # The run completes partial afterwards: it stays completed rather than going back (JCT_AUTO_REWORK).
+    settings = make_settings(max_artifact_bytes=4096, max_run_artifact_bytes=8192, auto_rework=False)
     core = Core.build(make_settings())
     try:
         async with serving(settings) as (base_url, _mcp), AsyncExitStack() as stack:

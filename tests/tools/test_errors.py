@@ -79,14 +79,14 @@ async def test_policy_codes(connect: ClientFactory) -> None:
 
 
 async def test_review_codes(connect: ClientFactory) -> None:
-    async with connect("alice", review_auto_approve=False, auth="token") as client:
+    async with connect("alice", review_auto_approve=False, auto_rework=False, auth="token") as client:
         task_id = (await ok(client, "jct_enqueue_task", **TASK))["task_id"]
         await ok(client, "jct_claim_task", task_id=task_id)
         done = await ok(client, "jct_complete_task", task_id=task_id, success=True, summary="done")
         pack = done["evidence_pack"]["id"]
         own = await error(client, "jct_submit_review", evidence_pack_id=pack, decision="approved", reason="mine")
         assert own["code"] == "REVIEW_NOT_ALLOWED"
-    async with connect("carol", review_auto_approve=False) as reviewer:
+    async with connect("carol", review_auto_approve=False, auto_rework=False) as reviewer:
         task_id = (await ok(reviewer, "jct_enqueue_task", **TASK))["task_id"]
         await ok(reviewer, "jct_claim_task", task_id=task_id)
         done = await ok(reviewer, "jct_complete_task", task_id=task_id, success=True, summary="done")

@@ -70,7 +70,9 @@ async def test_missing_outputs_fail_the_verdict_naming_them(agent: Client) -> No
     assert result["done"]["evidence_pack"]["verdict"] == "fail"
     reason = result["done"]["evidence_pack"]["verdict_reason"]
     assert "outputs (missing notes (report), findings (json))" in reason
-    assert result["done"]["review"]["status"] == "awaiting_manual_review"  # a fail is never auto-approved
+    # Never auto-approved: missing outputs go back to the agent (JCT_AUTO_REWORK).
+    assert result["done"]["review"]["status"] == "needs_changes"
+    assert "(outputs)" in result["done"]["review"]["message"]
     assert "output notes (report)" in result["pack"]["evidence_missing"]
     assert "raw-log" not in reason  # optional
 

@@ -1,11 +1,12 @@
-"""The review policy (JCT_REVIEW_AUTO_APPROVE): what a completion writes once the prover has spoken (the evidence
-pack, the run, the task and its issue), and whether the policy approves the work itself (prover.auto_approves) or
-leaves it to a reviewer (reviews.py)."""
+"""The review policy (JCT_REVIEW_AUTO_APPROVE, JCT_AUTO_REWORK): what a completion writes once the prover has spoken
+(the evidence pack, the run, the task and its issue), and whether the policy approves the work itself
+(prover.auto_approves), sends it back to its agent as a round of changes (prover.sends_back), or leaves it to a
+reviewer (reviews.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy import ColumnElement, RowMapping
 from server.core import results
 from server.core import telemetry as usage
 from server.core.audit import AuditAction, audit_row, issue_moved
+from server.core.briefings import versions
 from server.core.integration import queue as integration
 from server.core.missions import plan
 from server.core.models import Actor, new_id
@@ -24,6 +26,8 @@ from server.db.records import EvidencePack, Step
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
+# Who sends work back to its agent (JCT_AUTO_REWORK): a needs_changes round by the system.
+REWORK = Actor(actor_id="auto-rework", actor_kind="system", name="automatic rework")
 
 
 def settle_completion(
@@ -41,16 +45,29 @@ def settle_completion(
     ts: ColumnElement[datetime],
     files_changed: dict[str, Any] | None = None,
 ) -> tuple[list[changes.Write], results.Completion]:
-    """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE: the writes, made in the fenced change."""
+    """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE and JCT_AUTO_REWORK: the writes, made in
+    the fenced change."""
     pack_id = new_id()
+    gate = gates.gate_of(Step.maybe(task.get("step")), core.settings.max_review_rounds)
+    requires_human = bool(run.get("requires_human", False))
     auto = prover.auto_approves(
         evidence.verdict,
         success=success,
         policy=core.settings.review_auto_approve,
         verdicts=core.settings.review_auto_approve_verdicts,
-        requires_human=bool(run.get("requires_human", False)),
-        review=gates.gate_of(Step.maybe(task.get("step")), core.settings.max_review_rounds).review,
+        requires_human=requires_human,
+        review=gate.review,
     )
+    # Automatic rework (JCT_AUTO_REWORK): work the agent can put right goes back to it, as a review round.
+    to_fix = prover.sends_back(
+        evidence,
+        success=success and not auto,
+        policy=core.settings.auto_rework,
+        requires_human=requires_human,
+        review=gate.review,
+    )
+    rounds = int(task.get("review_rounds") or 0) + 1
+    exhausted = bool(to_fix) and rounds > gate.max_rounds
     # An integrable repository's work goes to the merge queue: done when merged, not when approved.
     queued = (
         integration.values(
@@ -63,7 +80,7 @@ def settle_completion(
             base_commit=run.get("base_commit"),
             ts=ts,
         )
-        if success
+        if success and not to_fix
         else None
     )
     run_status: RunStatus
@@ -76,11 +93,31 @@ def settle_completion(
     elif auto:
         run_status, issue_status, task_status = RunStatus.DONE, IssueStatus.DONE, TaskStatus.COMPLETED
         review_state = ReviewState.APPROVED
+    elif exhausted:
+        run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.FAILED, TaskStatus.FAILED
+        review_state = ReviewState.NEEDS_CHANGES
+    elif to_fix:
+        run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.READY, TaskStatus.QUEUED
+        review_state = ReviewState.NEEDS_CHANGES
     else:
         run_status, issue_status, task_status = RunStatus.UNDER_REVIEW, IssueStatus.UNDER_REVIEW, TaskStatus.COMPLETED
         review_state = ReviewState.PENDING
 
     failure = {"error_message": error_message} if not success and error_message else None
+    back = _SentBack(evidence, to_fix, rounds, gate) if to_fix else None
+    task_values: dict[str, Any] = {
+        "status": task_status,
+        "active_run_id": None,
+        "completed_at": ts,
+        "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
+        "error": error_message if not success else None,
+        # It holds its touches until merged (or sent back).
+        "merge": (integration.QUEUED if auto else integration.PENDING) if queued is not None else None,
+    }
+    if back is not None:
+        task_values |= {"review_rounds": rounds, "error": back.error if exhausted else None}
+        if not exhausted:
+            task_values |= {"completed_at": None, "claimed_at": None}
     writes: list[changes.Write] = [
         changes.insert_evidence_pack(
             {
@@ -117,19 +154,7 @@ def settle_completion(
             status_in=(RunStatus.RUNNING,),
         ),
         # Cancelled (or otherwise ended) while this completion waited for its row: nothing is recorded.
-        changes.update_task(
-            task["id"],
-            {
-                "status": task_status,
-                "active_run_id": None,
-                "completed_at": ts,
-                "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
-                "error": error_message if not success else None,
-                # It holds its touches until merged (or sent back).
-                "merge": (integration.QUEUED if auto else integration.PENDING) if queued is not None else None,
-            },
-            status_in=(TaskStatus.RUNNING,),
-        ),
+        changes.update_task(task["id"], task_values, status_in=(TaskStatus.RUNNING,)),
     ]
     trace = task["trace_id"]
     if telemetry and (spent := usage.totals_rows(telemetry)):
@@ -142,7 +167,7 @@ def settle_completion(
             EntityKind.TASK,
             task["id"],
             running,
-            {"status": task_status, "run_id": run["id"]},
+            {"status": TaskStatus.COMPLETED if back is not None else task_status, "run_id": run["id"]},
             trace,
         ),
         audit_row(
@@ -188,6 +213,23 @@ def settle_completion(
                 trace,
             )
         )
+    if back is not None:
+        review_id = new_id()
+        writes.append(
+            changes.insert_review_decision(
+                {
+                    "id": review_id,
+                    "evidence_pack_id": pack_id,
+                    "decision": Decision.NEEDS_CHANGES,
+                    "reason": back.reason,
+                    "reviewer": REWORK.executor(),
+                    "created_at": ts,
+                }
+            )
+        )
+        audit.extend(back.audit(task["id"], pack_id, trace, exhausted=exhausted))
+        if task["issue_id"] is not None and not exhausted:
+            writes.append(versions.feedback_write(task["issue_id"], ts, back.feedback(run["id"])))
     if auto and queued is not None:
         writes.append(changes.insert_integration(queued))
         audit.append(integration.queued_audit(POLICY, run["id"], queued, trace))
@@ -201,6 +243,8 @@ def settle_completion(
     elif auto:
         merge = "; queued to be merged into its target branch" if queued is not None else ""
         outcome = results.ReviewOutcome(status="auto_approved", review_id=review_id, message=merge[2:] or None)
+    elif back is not None:
+        outcome = results.ReviewOutcome(status="needs_changes", review_id=review_id, message=back.told(exhausted))
     else:
         outcome = results.ReviewOutcome(
             status="awaiting_manual_review", message="Task completed but requires manual review before approval."
@@ -226,3 +270,68 @@ def outcome_of(pack: EvidencePack, decision: RowMapping | None) -> results.Revie
     if decision["reviewer"].get("actor_id") == POLICY.actor_id:
         return results.ReviewOutcome(status="auto_approved", review_id=decision["id"])
     return results.ReviewOutcome(status=decision["decision"], review_id=decision["id"], message=decision["reason"])
+
+
+@dataclass(frozen=True)
+class _SentBack:
+    """A run whose verdict is held back only by checks its agent can fix (prover.sends_back): a needs_changes round
+    by REWORK, the failed checks its feedback; past the round cap the task fails (gates.EXHAUSTED)."""
+
+    evidence: prover.Evidence
+    checks: tuple[prover.Check, ...]
+    rounds: int
+    gate: gates.Gate
+
+    @property
+    def names(self) -> str:
+        return ", ".join(check.name for check in self.checks)
+
+    @property
+    def reason(self) -> str:
+        lines = [f"- {check.name}: {check.detail}" for check in self.checks]
+        lines += [f"- missing: {item}" for item in self.evidence.evidence_missing]
+        return (
+            f"The prover sent your work back (verdict {self.evidence.verdict}): fix what these checks found, "
+            "report what shows it (artifacts, criteria_results citing them), then complete again.\n" + "\n".join(lines)
+        )
+
+    @property
+    def error(self) -> str:
+        return gates.exhausted_error(self.rounds, self.gate, f"the prover's checks still fail: {self.names}")
+
+    def feedback(self, run_id: str) -> dict[str, Any]:
+        return versions.feedback_round(
+            decision=Decision.NEEDS_CHANGES,
+            reason=self.reason,
+            reviewer_id=REWORK.actor_id,
+            reviewer_name=REWORK.name,
+            run_id=run_id,
+            verdict=self.evidence.verdict,
+        )
+
+    def audit(self, task_id: str, pack_id: str, trace: str | None, *, exhausted: bool) -> list[dict[str, Any]]:
+        submitted = {"decision": Decision.NEEDS_CHANGES, "reason": self.reason}
+        completed = {"status": TaskStatus.COMPLETED}
+        after: dict[str, Any]
+        if exhausted:
+            action = AuditAction.TASK_FAILED
+            after = {"status": TaskStatus.FAILED, "reason": gates.EXHAUSTED, "rounds": self.rounds}
+        else:
+            action = AuditAction.TASK_REQUEUED
+            after = {"status": TaskStatus.QUEUED, "reason": f"sent back: {self.names}", "rounds": self.rounds}
+        return [
+            audit_row(REWORK, AuditAction.REVIEW_SUBMITTED, EntityKind.EVIDENCE_PACK, pack_id, None, submitted, trace),
+            audit_row(REWORK, action, EntityKind.TASK, task_id, completed, after, trace),
+        ]
+
+    def told(self, exhausted: bool) -> str:
+        if exhausted:
+            return (
+                f"The prover found what you could fix ({self.names}), but the task has had its "
+                f"{self.gate.max_rounds} round(s) of changes: it failed ({gates.EXHAUSTED}); a person decides now."
+            )
+        return (
+            f"Sent back to the queue: the prover found what you can fix ({self.names}). Round {self.rounds} of "
+            f"{self.gate.max_rounds}; the feedback is in the task's briefing. Claim it again (jct_claim_task) to "
+            "fix it, or leave it to another agent."
+        )

@@ -106,6 +106,9 @@ REQUIRED_EVIDENCE: dict[str, tuple[str, ...]] = {
 }
 # Checks whose failure fails the run outright; any other failed check only makes it partial.
 FAILING_CHECKS = frozenset({"run_succeeded", "scope", "tests", "criteria", "outputs"})
+# Checks the agent can put right by working again (JCT_AUTO_REWORK): a verdict held back by these alone sends the
+# task back. A failing test log is not among them (a reproduce step's log fails by design), nor an overrun budget.
+FIXABLE_CHECKS = frozenset({"required_evidence", "criteria", "scope", "outputs"})
 JSON_OUTPUT = "json"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -326,6 +329,27 @@ def auto_approves(
     blocker only a person can lift, and its workflow step's gate leaves the decision to the policy (`review:
     auto`, server/core/review/gates.py)."""
     return success and policy and verdict in verdicts and not requires_human and review == "auto"
+
+
+def to_fix(evidence: Evidence) -> tuple[Check, ...]:
+    """The checks that keep the verdict from `pass` when the agent can fix every one of them (FIXABLE_CHECKS);
+    () when the verdict is `pass` or one of them is for a person."""
+    if evidence.verdict == "pass":
+        return ()
+    # As `_decide` reads them: a failed check, or the criteria skipped because some are unverified.
+    lacking = tuple(c for c in evidence.checks if c.passed is False or (c.name == "criteria" and c.passed is None))
+    return lacking if lacking and all(c.name in FIXABLE_CHECKS for c in lacking) else ()
+
+
+def sends_back(
+    evidence: Evidence, *, success: bool, policy: bool, requires_human: bool, review: str
+) -> tuple[Check, ...]:
+    """Automatic rework (JCT_AUTO_REWORK): the checks a run that succeeded must fix, when its verdict is held back
+    by those alone; () when the setting is off, the run reported a blocker only a person can lift, or its workflow
+    step's gate is for a person (`review: human`). Decided after auto_approves."""
+    if not (success and policy) or requires_human or review == "human":
+        return ()
+    return to_fix(evidence)
 
 
 def parse_test_summary(text: str) -> tuple[int, int] | None:
