@@ -59,6 +59,29 @@ async def test_claude_plugin_validate_passes(claude_code: ClaudeCode) -> None:
     assert model.requests == []
 
 
+async def test_the_http_plugin_installs_for_a_server_without_tokens(claude_code: ClaudeCode, jct: str) -> None:
+    """The README's install for a server without tokens: the URL given, the token left out (an empty one is
+    refused, and with it every --config value); the plugin's server then connects to JCT."""
+    with anyio.fail_after(LIMIT):
+        async with scripted_model([]) as (model, model_url):
+            added = await claude_code.run(["plugin", "marketplace", "add", str(ROOT)], model_url)
+            assert added.returncode == 0, added.explain()
+            empty = await claude_code.run(
+                ["plugin", "install", "jct@jct", "--config", f"url={jct}/mcp", "--config", "token="], model_url
+            )
+            installed = await claude_code.run(["plugin", "install", "jct@jct", "--config", f"url={jct}/mcp"], model_url)
+            listed = await claude_code.run(["mcp", "list"], model_url)
+    assert "--config not applied" in empty.stdout + empty.stderr, empty.explain()
+    assert installed.returncode == 0, installed.explain()
+    assert "not applied" not in installed.stdout + installed.stderr, installed.explain()
+    assert listed.returncode == 0, listed.explain()
+    [line] = [line for line in listed.stdout.splitlines() if line.startswith("plugin:jct:jct")]
+    assert f"{jct}/mcp" in line, listed.explain()
+    assert "✔ Connected" in line, f"{listed.explain()}\n{claude_code.mcp_logs()}"
+    assert model.requests == []
+    assert claude_code.egress.attempts == []
+
+
 async def test_jct_through_the_installed_plugin(
     claude_code: ClaudeCode, jct_env: dict[str, str], tmp_path: Path
 ) -> None:
