@@ -69,7 +69,8 @@ async def test_a_zombie_never_touches_the_run_of_the_agent_that_reclaimed_its_ta
     core = Core.build(make_settings())
     try:
         with anyio.fail_after(LIMIT):
-            async with transport() as zombie, transport() as successor:
+            # The successor's completion is partial: it stays completed, not sent back (JCT_AUTO_REWORK).
+            async with transport(auto_rework=False) as zombie, transport(auto_rework=False) as successor:
                 task_id = await enqueue(zombie)
                 stale = await call(zombie, "jct_claim_task", task_id=task_id)
                 await _lapse_and_sweep(core, stale["run_id"])
