@@ -132,11 +132,17 @@ async def claimant_run(conn: AsyncConnection, fence: Fence, now: ColumnElement[d
     return FencedRun.maybe((await conn.execute(query.limit(1))).mappings().first())
 
 
-async def expire_run(conn: AsyncConnection, run_id: str, now: ColumnElement[datetime]) -> ExpiredRun | None:
+async def expire_run(
+    conn: AsyncConnection, run_id: str, now: ColumnElement[datetime], *, reason: str = "lease expired", due: bool = True
+) -> ExpiredRun | None:
+    """The running run expired, if its lease has passed (`due`; an operator's expiry does not wait for it)."""
+    guards = [t.runs.c.id == run_id, t.runs.c.status == RunStatus.RUNNING]
+    if due:
+        guards.append(t.runs.c.lease_expires_at <= now)
     stmt = (
         update(t.runs)
-        .where(t.runs.c.id == run_id, t.runs.c.status == RunStatus.RUNNING, t.runs.c.lease_expires_at <= now)
-        .values(status=RunStatus.EXPIRED, ended_at=now, failure={"reason": "lease expired"})
+        .where(*guards)
+        .values(status=RunStatus.EXPIRED, ended_at=now, failure={"reason": reason})
         .returning(t.runs.c.id, t.runs.c.task_id, t.runs.c.issue_id, t.runs.c.actor_id)
     )
     return ExpiredRun.maybe((await conn.execute(stmt)).mappings().first())

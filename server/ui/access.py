@@ -34,6 +34,9 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "requeue": ("jct_requeue_task", "admin"),
     "priority": ("jct_set_priority", "admin"),
     "cancel": ("jct_cancel_task", "admin"),
+    # Another agent's claim ended by hand: no tool of its own; as much an admin's as cancelling it.
+    "release": ("jct_cancel_task", "admin"),
+    "expire": ("jct_cancel_task", "admin"),
 }
 READ = ("jct_get_task", "observe")
 

@@ -29,6 +29,8 @@ def build_ui(dashboard: Dashboard) -> Starlette:
         Route("/tasks/{task_id}/requeue", page(forms.requeue_action, "requeue"), methods=POST),
         Route("/tasks/{task_id}/priority", page(forms.priority_action, "priority"), methods=POST),
         Route("/tasks/{task_id}/cancel", page(forms.cancel_action, "cancel"), methods=POST),
+        Route("/tasks/{task_id}/release", page(forms.release_action, "release"), methods=POST),
+        Route("/tasks/{task_id}/expire", page(forms.expire_action, "expire"), methods=POST),
         Route("/artifacts/{artifact_id}", page(pages.artifact_page), methods=GET),
         Route("/reviews", page(pages.reviews_page), methods=GET),
         Route("/reviews/{pack_id}", page(forms.review_action, "review"), methods=POST),

@@ -1,6 +1,7 @@
-"""The dashboard's forms that change things: a review decision, and a task requeued, reprioritised or
-cancelled. Each calls the core operation its tool calls, as the viewer, then sends the browser back to the page
-with what happened (post, redirect, get)."""
+"""The dashboard's forms that change things: a review decision, and a task requeued, reprioritised, cancelled,
+or its claim released or expired now. Each calls the core operation its tool calls (an operator's release or
+expiry has no tool: server/core/operators/claims.py), as the viewer, then sends the browser back to the page with
+what happened (post, redirect, get)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from server.core.claims import cancel
-from server.core.operators import actions
+from server.core.operators import actions, claims
 from server.core.review import reviews as review
 from server.ui.access import Viewer
 from server.ui.dashboard import Dashboard
@@ -22,6 +23,9 @@ def _form(request: Request) -> dict[str, str]:
 
 
 def _back_to_task(request: Request, message: str) -> Response:
+    """To the task's page, or to the stuck page when the form was posted from there (`back=stuck`)."""
+    if _form(request).get("back") == "stuck":
+        return RedirectResponse(f"/ui/stuck?{urlencode({'done': message})}", 303)
     task_id = request.path_params["task_id"]
     return RedirectResponse(f"/ui/tasks/{task_id}?{urlencode({'done': message})}", 303)
 
@@ -59,3 +63,18 @@ async def cancel_action(ui: Dashboard, request: Request, viewer: Viewer) -> Resp
     form = _form(request)
     await cancel.cancel_task(ui.core, viewer.actor(), request.path_params["task_id"], form.get("reason", ""))
     return _back_to_task(request, "Cancelled.")
+
+
+async def release_action(ui: Dashboard, request: Request, viewer: Viewer) -> Response:
+    form = _form(request)
+    result = await claims.release_claim(ui.core, viewer.actor(), request.path_params["task_id"], form.get("reason", ""))
+    return _back_to_task(request, f"Released run {result.run_id[:8]}: the task is {result.task_status}.")
+
+
+async def expire_action(ui: Dashboard, request: Request, viewer: Viewer) -> Response:
+    form = _form(request)
+    result = await claims.expire_claim(ui.core, viewer.actor(), request.path_params["task_id"], form.get("reason", ""))
+    return _back_to_task(
+        request,
+        f"Expired run {result.run_id[:8]} ({result.attempts} expired lease(s)): the task is {result.task_status}.",
+    )

@@ -161,7 +161,7 @@ async def merges_page(ui: Dashboard, request: Request, viewer: Viewer) -> Respon
 
 async def stuck_page(ui: Dashboard, request: Request, viewer: Viewer) -> Response:
     stuck = await actions.list_stuck(ui.core, limit=200)
-    return ui.render(request, viewer, "stuck.html", stuck=stuck)
+    return ui.render(request, viewer, "stuck.html", stuck=stuck, message=request.query_params.get("done", ""))
 
 
 async def audit_page(ui: Dashboard, request: Request, viewer: Viewer) -> Response:

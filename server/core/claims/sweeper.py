@@ -1,24 +1,31 @@
-"""The lease sweeper: expires runs whose lease has passed and requeues (or fails) their tasks."""
+"""The lease sweeper: expires runs whose lease has passed and requeues (or fails) their tasks.
+
+`expire` is the one way a run expires: the sweeper's, for a lease that has passed, and an operator's "expire now"
+(server/core/operators/claims.py) for the claim of an agent that is gone, audited as the person who did it."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import anyio
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results
 from server.core.audit import AuditAction, audit_row
 from server.core.claims.queue import fold_counts
 from server.core.integration import workspace
-from server.core.models import SYSTEM
+from server.core.models import SYSTEM, Actor
 from server.core.service import Core
 from server.db import leases, queries
+from server.db.records import ExpiredRun, RequeuedTask
 from server.failures import FailureLog
 from server.vocab import EntityKind, IssueStatus, RunStatus, TaskStatus
 
 log = logging.getLogger(__name__)
 BATCH = 100
+LEASE_EXPIRED = "lease expired"
 
 
 async def sweep_expired_leases(core: Core) -> results.SweepReport:
@@ -27,32 +34,45 @@ async def sweep_expired_leases(core: Core) -> results.SweepReport:
     async with core.db.read() as conn:
         candidates = await queries.expired_running_runs(conn, core.now(), BATCH)
     for run_id in candidates:
-        ts = core.now()
         async with core.db.write() as conn:
-            run = await leases.expire_run(conn, run_id, ts)
-            if run is None:  # completed, released or swept by another process in the meantime
-                continue
-            task = await leases.requeue_or_fail(conn, run.task_id, run_id)
-            before, expired = {"status": RunStatus.RUNNING}, {"status": RunStatus.EXPIRED}
-            audit = [audit_row(SYSTEM, AuditAction.RUN_LEASE_EXPIRED, EntityKind.RUN, run_id, before, expired, None)]
-            report.expired += 1
-            if task is not None:
-                requeued = task.status == TaskStatus.QUEUED
-                action = AuditAction.TASK_REQUEUED if requeued else AuditAction.TASK_FAILED
-                after = {"status": task.status, "attempts": task.attempts, "reason": "lease expired"}
-                audit.append(audit_row(SYSTEM, action, EntityKind.TASK, run.task_id, before, after, task.trace_id))
-                if requeued:
-                    report.requeued += 1
-                else:
-                    report.failed += 1
-                if task.issue_id is not None:
-                    issue_status = IssueStatus.READY if requeued else IssueStatus.FAILED
-                    await queries.update_issue(conn, task.issue_id, {"status": issue_status, "updated_at": ts})
-                    moved = AuditAction.issue_moved(issue_status)
-                    issue_after = {"status": issue_status}
-                    audit.append(audit_row(SYSTEM, moved, EntityKind.ISSUE, task.issue_id, None, issue_after, None))
-            await queries.insert_audit(conn, audit)
+            expired = await expire(core, conn, SYSTEM, run_id)
+        if expired is None:  # completed, released or swept by another process in the meantime
+            continue
+        report.expired += 1
+        _run, task = expired
+        if task is not None:
+            if task.status == TaskStatus.QUEUED:
+                report.requeued += 1
+            else:
+                report.failed += 1
     return report
+
+
+async def expire(
+    core: Core, conn: AsyncConnection, actor: Actor, run_id: str, *, reason: str = LEASE_EXPIRED, due: bool = True
+) -> tuple[ExpiredRun, RequeuedTask | None] | None:
+    """Expire the running run (only once its lease has passed, when `due`) and requeue its task, or fail it once
+    its expired leases reach max_attempts; audited as `actor`, in the caller's transaction. None when the run is
+    not running (or, `due`, its lease is still live)."""
+    ts = core.now()
+    run = await leases.expire_run(conn, run_id, ts, reason=reason, due=due)
+    if run is None:
+        return None
+    task = await leases.requeue_or_fail(conn, run.task_id, run_id)
+    before, expired = {"status": RunStatus.RUNNING}, {"status": RunStatus.EXPIRED}
+    audit = [audit_row(actor, AuditAction.RUN_LEASE_EXPIRED, EntityKind.RUN, run_id, before, expired, None)]
+    if task is not None:
+        requeued = task.status == TaskStatus.QUEUED
+        action = AuditAction.TASK_REQUEUED if requeued else AuditAction.TASK_FAILED
+        after: dict[str, Any] = {"status": task.status, "attempts": task.attempts, "reason": reason}
+        audit.append(audit_row(actor, action, EntityKind.TASK, run.task_id, before, after, task.trace_id))
+        if task.issue_id is not None:
+            issue_status = IssueStatus.READY if requeued else IssueStatus.FAILED
+            await queries.update_issue(conn, task.issue_id, {"status": issue_status, "updated_at": ts})
+            moved = AuditAction.issue_moved(issue_status)
+            audit.append(audit_row(actor, moved, EntityKind.ISSUE, task.issue_id, None, {"status": issue_status}, None))
+    await queries.insert_audit(conn, audit)
+    return run, task
 
 
 async def run_sweeper(

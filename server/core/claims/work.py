@@ -7,6 +7,7 @@ reads and its writes are one transaction: `changes.apply` (server/db/changes.py)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -244,6 +245,48 @@ async def report_progress(
 # --- release -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Release:
+    """What giving a claim back writes, by its agent (release_task) or by an operator (server/core/operators/
+    claims.py): the run released, the task back in the queue with no attempt counted, its issue ready."""
+
+    run: dict[str, Any]
+    task: dict[str, Any]
+    issue: dict[str, Any] | None
+    audit: list[dict[str, Any]]
+
+    @classmethod
+    def of(
+        cls, actor: Actor, task_id: str, run_id: str, issue_id: str | None, reason: str, ts: Any, trace: str | None
+    ) -> Release:
+        running = {"status": RunStatus.RUNNING}
+        audit = [
+            audit_row(
+                actor,
+                AuditAction.TASK_RELEASED,
+                EntityKind.TASK,
+                task_id,
+                {"status": TaskStatus.RUNNING, "run_id": run_id},
+                {"status": TaskStatus.QUEUED, "reason": reason},
+                trace,
+            ),
+            audit_row(
+                actor, AuditAction.RUN_RELEASED, EntityKind.RUN, run_id, running, {"status": RunStatus.RELEASED}, None
+            ),
+        ]
+        issue = None
+        if issue_id is not None:
+            ready = {"status": IssueStatus.READY}
+            issue = {**ready, "updated_at": ts}
+            audit.append(audit_row(actor, AuditAction.ISSUE_READY, EntityKind.ISSUE, issue_id, running, ready, None))
+        return cls(
+            run={"status": RunStatus.RELEASED, "ended_at": ts, "failure": {"released": reason}},
+            task={"status": TaskStatus.QUEUED, "active_run_id": None, "claimed_at": None},
+            issue=issue,
+            audit=audit,
+        )
+
+
 async def release_task(
     core: Core, actor: Actor, task_id: str, reason: str, *, run_id: str | None = None
 ) -> results.Released:
@@ -254,48 +297,15 @@ async def release_task(
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Released]:
         run = facts.run
-        running = {"status": RunStatus.RUNNING}
+        given = Release.of(actor, task_id, run["id"], run["issue_id"], reason, ts, facts.task["trace_id"])
         writes: list[changes.Write] = [
-            changes.update_run(
-                run["id"],
-                {"status": RunStatus.RELEASED, "ended_at": ts, "failure": {"released": reason}},
-                status_in=(RunStatus.RUNNING,),
-            ),
+            changes.update_run(run["id"], given.run, status_in=(RunStatus.RUNNING,)),
             # Cancelled while this release waited for the run: the whole change is undone.
-            changes.update_task(
-                task_id,
-                {"status": TaskStatus.QUEUED, "active_run_id": None, "claimed_at": None},
-                status_in=(TaskStatus.RUNNING,),
-            ),
+            changes.update_task(task_id, given.task, status_in=(TaskStatus.RUNNING,)),
         ]
-        trace = facts.task["trace_id"]
-        audit = [
-            audit_row(
-                actor,
-                AuditAction.TASK_RELEASED,
-                EntityKind.TASK,
-                task_id,
-                {"status": TaskStatus.RUNNING, "run_id": run["id"]},
-                {"status": TaskStatus.QUEUED, "reason": reason},
-                trace,
-            ),
-            audit_row(
-                actor,
-                AuditAction.RUN_RELEASED,
-                EntityKind.RUN,
-                run["id"],
-                running,
-                {"status": RunStatus.RELEASED},
-                None,
-            ),
-        ]
-        if run["issue_id"] is not None:
-            ready = {"status": IssueStatus.READY}
-            writes.append(changes.update_issue(run["issue_id"], {**ready, "updated_at": ts}))
-            audit.append(
-                audit_row(actor, AuditAction.ISSUE_READY, EntityKind.ISSUE, run["issue_id"], running, ready, None)
-            )
-        writes.append(changes.insert_audit(audit))
+        if given.issue is not None:
+            writes.append(changes.update_issue(run["issue_id"], given.issue))
+        writes.append(changes.insert_audit(given.audit))
         return writes, results.Released(task_id=task_id, run_id=run["id"], task_status=TaskStatus.QUEUED)
 
     try:

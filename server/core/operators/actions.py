@@ -232,7 +232,7 @@ def _running_item(run: Any, now: datetime) -> r.StuckItem:
         case _:
             reason = f"No progress reported since {_at(since)} ({int((now - since).total_seconds())}s)."
             action = "Check on its agent; cancel and requeue with feedback if it has stalled."
-    return _stuck(kind, run, since, reason, action)
+    return _stuck(kind, run, since, reason, action, TaskStatus.RUNNING)
 
 
 def _human_item(pack: Any) -> r.StuckItem:
@@ -243,20 +243,21 @@ def _human_item(pack: Any) -> r.StuckItem:
         pack["ended_at"],
         reason,
         f"Review evidence pack {pack.evidence_pack_id} (jct_submit_review).",
+        TaskStatus.COMPLETED,
     )
 
 
 def _integration_item(row: Any) -> r.StuckItem:
     reason = f"Approved work waits to be merged into {row['ref']}: {row['waiting']}."
     action = "Do what the reason says (commit or stash the checkout's changes, remove a stale lock); JCT retries."
-    return _stuck("integration_waiting", row, row["queued_at"], reason, action)
+    return _stuck("integration_waiting", row, row["queued_at"], reason, action, TaskStatus.COMPLETED)
 
 
 def _dependency_item(row: Any) -> r.StuckItem:
     dependency = row["dependency_id"]
     reason = f"Waits for task {dependency}, which is {row['dependency_status']}."
     action = f"Requeue {dependency} (jct_requeue_task) or cancel this task (jct_cancel_task)."
-    return _stuck("failed_dependency", row, row["queued_at"], reason, action)
+    return _stuck("failed_dependency", row, row["queued_at"], reason, action, TaskStatus.BLOCKED, dependency)
 
 
 THROUGHPUT_PAGE = 500
@@ -286,7 +287,15 @@ async def throughput(core: Core, *, window_seconds: int = 3600, buckets: int = 1
     )
 
 
-def _stuck(kind: r.StuckKind, row: Any, since: datetime, reason: str, action: str) -> r.StuckItem:
+def _stuck(
+    kind: r.StuckKind,
+    row: Any,
+    since: datetime,
+    reason: str,
+    action: str,
+    task_status: TaskStatus,
+    dependency_id: str | None = None,
+) -> r.StuckItem:
     """A stuck item from a row JCT read itself (its task, and its run and agent when it has one): built without
     validating again (a busy queue has thousands)."""
     return r.StuckItem.model_construct(
@@ -298,6 +307,8 @@ def _stuck(kind: r.StuckKind, row: Any, since: datetime, reason: str, action: st
         since=since,
         reason=reason,
         action=action,
+        task_status=task_status,
+        dependency_id=dependency_id,
     )
 
 

@@ -114,6 +114,15 @@ class Released(Ok):
     task_status: TaskStatus
 
 
+class Expired(Ok):
+    """An operator expired a claim: the run ended as expired, the task requeued (or failed at its last attempt)."""
+
+    task_id: str
+    run_id: str
+    task_status: TaskStatus
+    attempts: int
+
+
 class Cancelled(Ok):
     task_id: str
     task_status: TaskStatus
@@ -353,6 +362,10 @@ class StuckItem(Shape):
     since: datetime | None = None
     reason: str
     action: str
+    # What a person may do about it: the task's status (running: release it, expire it now or cancel it;
+    # completed: review it) and, blocked by a failed dependency, that dependency (requeue it).
+    task_status: TaskStatus
+    dependency_id: str | None = None
 
 
 class StuckList(Ok):
