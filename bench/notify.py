@@ -70,6 +70,7 @@ def start_server(database_url: str, home: Path, port: int) -> subprocess.Popen[b
         "JCT_HOME": str(home),
         "JCT_TRACE_ROOT": str(home / "traces"),
         "JCT_LOG_LEVEL": "WARNING",
+        "JCT_AUTO_REWORK": "false",  # a partial completion stays completed (no briefing version written)
     }
     log = (home / f"server-{port}.log").open("wb")
     try:
