@@ -140,6 +140,8 @@ class Settings(BaseSettings):
     max_connections: int = Field(default=1000, ge=1, le=1_000_000)
     # Tasks one principal may hold claimed at once.
     max_claims_per_agent: int = Field(default=5, ge=1, le=10_000)
+    # The longest jct_claim_next may wait for work (its wait_seconds): below what clients wait for a tool call.
+    claim_wait_max_seconds: float = Field(default=240.0, gt=0, le=3600)
     # Open sessions and event streams (legacy streamable HTTP sessions, SSE connections, listen streams):
     # past the cap for one principal its least recently used one is closed; past the cap for the process,
     # the least recently used idle one of anyone. A new one is never refused.

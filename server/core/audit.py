@@ -85,6 +85,31 @@ LISTED = frozenset(
 )
 
 
+# What can make a queued task claimable, or free the touches one waits for: the change feed wakes the claims
+# waiting for work when it reads one of these (server/core/claims/waiting.py).
+CLAIMABLE = frozenset(
+    {
+        AuditAction.TASK_ENQUEUED,
+        AuditAction.MISSION_CREATED,
+        AuditAction.TASK_UNBLOCKED,
+        AuditAction.TASK_REQUEUED,
+        AuditAction.TASK_RELEASED,
+        AuditAction.RUN_LEASE_EXPIRED,
+        # A task that held touches ends, or its work is merged or sent back: tasks waiting on them may go.
+        AuditAction.TASK_COMPLETED,
+        AuditAction.TASK_FAILED,
+        AuditAction.TASK_CANCELLED,
+        AuditAction.TASK_REJECTED,
+        AuditAction.RUN_NEEDS_CHANGES,
+        AuditAction.REVIEW_SUBMITTED,
+        AuditAction.REVIEW_OVERRIDDEN,
+        AuditAction.INTEGRATION_MERGED,
+        AuditAction.INTEGRATION_CONFLICT,
+        AuditAction.INTEGRATION_CHECK_FAILED,
+    }
+)
+
+
 def audit_row(
     actor: Actor,
     action: AuditAction,

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement
 
 from server.config import Settings
+from server.core.claims.waiting import Waiters
 from server.core.git.repos import Repos
 from server.core.models import Limits
 from server.core.text import has_control
@@ -30,9 +31,12 @@ class Core:
     workflows: Workflows
     # The repositories JCT reads itself (server/core/git/repos.py); its fetch locks are per process.
     repos: Repos = field(init=False)
+    # The claims waiting for work in this process (server/core/claims/waiting.py), woken by its change feed.
+    waiters: Waiters = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repos", Repos(self.settings))
+        object.__setattr__(self, "waiters", Waiters())
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:

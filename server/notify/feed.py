@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from server.core import feed
+from server.core.audit import CLAIMABLE
+from server.core.claims.waiting import RECHECK_SECONDS
 from server.core.service import Core
 from server.failures import FailureLog
 from server.notify.changes import Changes
@@ -34,6 +36,7 @@ class ChangeFeed:
         self._interval = interval
         self._cursor: int | None = None
         self._holes: dict[int, float] = {}
+        self._woke_at = time.monotonic()
 
     async def start_position(self) -> None:
         """Begin at the newest row: subscribers hear about changes from now on."""
@@ -48,6 +51,7 @@ class ChangeFeed:
         self._holes = {hole: seen for hole, seen in self._holes.items() if now - seen < HOLE_PATIENCE}
         rows = await feed.audit_after(self._core, self._cursor, self._holes.keys(), BATCH)
         changes = Changes()
+        claimable = False
         for row in rows:
             row_id = row.id
             if row_id > self._cursor:
@@ -55,9 +59,18 @@ class ChangeFeed:
                 self._cursor = row_id
             self._holes.pop(row_id, None)
             changes.add(row)
+            claimable = claimable or row.action in CLAIMABLE
+        self._wake_waiters(claimable, now)
         if changes:
             await self._deliver(changes)
         return changes
+
+    def _wake_waiters(self, claimable: bool, now: float) -> None:
+        """Claims waiting for work try again after a change that can make a task claimable, and every
+        RECHECK_SECONDS anyway (server/core/claims/waiting.py)."""
+        if claimable or now - self._woke_at >= RECHECK_SECONDS:
+            self._woke_at = now
+            self._core.waiters.wake()
 
     async def run(self) -> None:
         failures = FailureLog(log, "subscribers are not notified meanwhile")

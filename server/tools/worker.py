@@ -91,10 +91,22 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         operation: OperationFilter = None,
         repo_prefix: Annotated[str | None, text("Only target_repos starting with this.", Limits.REPO)] = None,
+        wait_seconds: Annotated[float, Field(description="Seconds to wait for a task to appear.")] = 0,
     ) -> results.ClaimNext:
         """Claim the highest-priority eligible task; the result of jct_claim_task plus claimed: true. claimed: false:
         nothing left for you, stop."""
-        return await queue.claim_next(core, identity.actor(ctx), operation=operation, repo_prefix=repo_prefix)
+
+        async def still_waiting(waited: float, wait: float) -> None:
+            await ctx.report_progress(waited, wait, "waiting for a task")
+
+        return await queue.claim_next(
+            core,
+            identity.actor(ctx),
+            operation=operation,
+            repo_prefix=repo_prefix,
+            wait_seconds=wait_seconds,
+            progress=still_waiting,
+        )
 
     @tool(mcp, READ)
     async def jct_get_context(task_id: TaskId) -> results.TaskContext:

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import math
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
+
+import anyio
+import anyio.lowlevel
 
 from server.core import results as r
 from server.core import telemetry, views
+from server.core.claims import work
 from server.core.git import verified
 from server.core.integration import workspace
 from server.core.missions import graph
@@ -15,6 +23,8 @@ from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import claims, counts, holds, integrations, listing, queries
 from server.errors import ErrorCode, JctError, invalid, task_not_found
 from server.vocab import Operation, Priority, ReviewState, TaskStatus
+
+log = logging.getLogger(__name__)
 
 LISTABLE_STATUSES = (*(status.value for status in TaskStatus), "all")
 
@@ -79,15 +89,104 @@ async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
 
 
 async def claim_next(
-    core: Core, actor: Actor, *, operation: str | None = None, repo_prefix: str | None = None
+    core: Core,
+    actor: Actor,
+    *,
+    operation: str | None = None,
+    repo_prefix: str | None = None,
+    wait_seconds: float = 0.0,
+    progress: Progress | None = None,
 ) -> r.ClaimNext:
+    """The best eligible task; with `wait_seconds`, the first that becomes eligible within that long (DESIGN
+    section 17, server/core/claims/waiting.py), `progress` called every PROGRESS_SECONDS meanwhile."""
     op = parse_enum(Operation, operation, "operation").value if operation is not None else None
     if repo_prefix is not None:
         check_text(repo_prefix, "repo_prefix", Limits.REPO, single_line=True)
-    claimed = await _claim(core, actor, operation=op, repo_prefix=repo_prefix)
+    wait = check_wait(wait_seconds, core.settings.claim_wait_max_seconds)
+    waiters = core.waiters
+    if not wait or waiters.stopped():
+        claimed = await _claim_next_once(core, actor, op, repo_prefix)
+        return claimed if claimed is not None else r.ClaimNext(claimed=False)
+    filters = (op, repo_prefix)
+    # With tokens on, a principal may have as many calls waiting (in this process) as it may hold claims.
+    limit = core.settings.max_claims_per_agent if core.settings.auth == "token" else None
+    with waiters.entered(actor.claimant, filters, limit):
+        start = anyio.current_time()
+        seen = waiters.generation
+        claimed = await _claim_next_once(core, actor, op, repo_prefix)
+        if claimed is None:
+            await _still_waiting(progress, start, wait)
+        while claimed is None:
+            left = start + wait - anyio.current_time()
+            if left <= 0:
+                return r.ClaimNext(claimed=False)
+            with anyio.move_on_after(min(left, PROGRESS_SECONDS)):
+                await waiters.woken(seen)
+            if waiters.stopped():
+                return r.ClaimNext(claimed=False)
+            if waiters.generation == seen:
+                await _still_waiting(progress, start, wait)
+                continue
+            seen = waiters.generation
+            claimed = await waiters.take_turn(filters, partial(_claim_next_once, core, actor, op, repo_prefix))
+        return claimed
+
+
+# How often a waiting claim tells its client it is still waiting (a progress notification, where the client
+# asked for them with a progressToken): some clients give up on a call that is silent for long.
+PROGRESS_SECONDS = 10.0
+
+Progress = Callable[[float, float], Awaitable[None]]
+
+
+async def _still_waiting(progress: Progress | None, start: float, wait: float) -> None:
+    """Tell the caller it is waiting (seconds waited, of `wait`): when it begins, then every PROGRESS_SECONDS."""
+    waited = anyio.current_time() - start
+    if progress is not None and waited < wait:
+        # A client slow to read its notifications delays its own call, by this much at most.
+        with anyio.move_on_after(PROGRESS_SECONDS):
+            await progress(round(waited, 1), wait)
+
+
+def check_wait(wait_seconds: float, cap: float) -> float:
+    """`wait_seconds` as a number of seconds from 0 to the cap, else INVALID_ARGUMENT."""
+    if (
+        isinstance(wait_seconds, bool)
+        or not isinstance(wait_seconds, int | float)
+        or not math.isfinite(wait_seconds)
+        or not 0 <= wait_seconds <= cap
+    ):
+        raise invalid(
+            f"wait_seconds must be a number of seconds from 0 to {cap:g} (JCT_CLAIM_WAIT_MAX_SECONDS); "
+            f"got {wait_seconds!r}."[:300],
+            f"Pass wait_seconds between 0 and {cap:g}, and call again if it returns claimed: false.",
+        )
+    return float(wait_seconds)
+
+
+async def _claim_next_once(
+    core: Core, actor: Actor, operation: str | None, repo_prefix: str | None
+) -> r.ClaimNext | None:
+    """One claim-next, or None. A claim whose call is cancelled once the claim has committed (its client went
+    away meanwhile) is released again at once, so no task stays claimed for a caller that never hears of it."""
+    with anyio.CancelScope(shield=True):
+        claimed = await _claim(core, actor, operation=operation, repo_prefix=repo_prefix)
     if claimed is None:
-        return r.ClaimNext(claimed=False)
-    return r.ClaimNext(claimed=True, **await _claimed(core, claimed))
+        return None
+    try:
+        await anyio.lowlevel.checkpoint()  # raises if the call was cancelled while the claim ran
+        return r.ClaimNext(claimed=True, **await _claimed(core, claimed))
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            try:
+                await work.release_task(core, actor, claimed["id"], GONE, run_id=claimed["active_run_id"])
+            except Exception:  # the database went away too: the lease lapses and the sweeper requeues the task
+                log.warning("could not release task %s claimed for a call that went away", claimed["id"], exc_info=True)
+        raise
+
+
+# The reason a claim is released with when its caller went away before it heard of the claim.
+GONE = "The jct_claim_next call was cancelled (its client went away) before it could hand over this claim."
 
 
 async def _claim(
