@@ -150,6 +150,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         metrics.sessions.labels("listen").set(sessions.count("listen"))
         metrics.sessions.labels("ui").set(sessions.count("ui"))
         metrics.subscribers.set(mcp.hub.subscriber_count)
+        metrics.waiting_claims.set(core.waiters.count)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @asynccontextmanager
@@ -195,7 +196,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     ]
     # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
     # The request count is outermost, so a drain also waits for requests the front door is deciding on.
-    drain = Drain(mcp.in_flight, state, core.db.stop)
+    drain = Drain(mcp.in_flight, state, core.db.stop, core.waiters.stop)
     middleware = [Middleware(CountRequests, requests=drain.requests)]
     if tokens_on:
         middleware.append(

@@ -45,6 +45,9 @@ class Metrics:
         self.subscribers = Gauge(
             "jct_subscribed_sessions", "Sessions holding resources/subscribe subscriptions.", registry=r
         )
+        self.waiting_claims = Gauge(
+            "jct_waiting_claims", "jct_claim_next calls waiting for work in this process.", registry=r
+        )
         self.notifications = Counter(
             "jct_notifications", "Notifications sent to legacy subscribers by method and outcome (sent, dropped).",
             ["method", "outcome"], registry=r,

@@ -3,7 +3,7 @@
 1. The listener closes and /readyz turns 503, so balancers stop sending; no new connection is taken.
 2. Requests already received finish and their responses are written (every POST but a 2026-07-28
    `subscriptions/listen`, and tool calls, which on the old SSE transport answer over the event stream),
-   for at most JCT_SHUTDOWN_GRACE_SECONDS.
+   for at most JCT_SHUTDOWN_GRACE_SECONDS. A jct_claim_next waiting for work answers `claimed: false` at once.
 3. Then the database stops (server/db/engine.py `Database.stop`): no transaction begins any more, and the
    statements still running are cancelled, so their transactions roll back and their callers are told
    UNAVAILABLE ("nothing was recorded"), which is the truth. Those answers get CANCELLED_SECONDS to leave.
@@ -70,10 +70,17 @@ class Drain:
     # (202) before its tool call starts.
     SETTLE = 0.2
 
-    def __init__(self, tool_calls: InFlight, state: Readiness, stop_database: Callable[[], Awaitable[int]]) -> None:
+    def __init__(
+        self,
+        tool_calls: InFlight,
+        state: Readiness,
+        stop_database: Callable[[], Awaitable[int]],
+        stop_waiting: Callable[[], None] = lambda: None,
+    ) -> None:
         self._tool_calls = tool_calls
         self._state = state
         self._stop_database = stop_database
+        self._stop_waiting = stop_waiting
         self.requests = InFlight()
 
     @property
@@ -82,6 +89,8 @@ class Drain:
 
     def begin(self) -> None:
         self._state.draining = True
+        # Claims waiting for work answer `claimed: false` now rather than hold the drain up.
+        self._stop_waiting()
 
     async def wait(self, grace: float) -> int:
         """Wait, at most `grace` seconds, until no request or tool call is running; returns how many still are."""
