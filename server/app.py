@@ -151,6 +151,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         metrics.sessions.labels("ui").set(sessions.count("ui"))
         metrics.subscribers.set(mcp.hub.subscriber_count)
         metrics.waiting_claims.set(core.waiters.count)
+        metrics.count_turns(core.waiters.tried, core.waiters.skipped)
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @asynccontextmanager

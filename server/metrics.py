@@ -48,6 +48,13 @@ class Metrics:
         self.waiting_claims = Gauge(
             "jct_waiting_claims", "jct_claim_next calls waiting for work in this process.", registry=r
         )
+        self.waiter_turns = Counter(
+            "jct_waiting_claim_turns",
+            "Turns of woken waiting claims: a claim tried, or skipped (one with the same filters found nothing).",
+            ["outcome"],
+            registry=r,
+        )
+        self._turns_counted = {"tried": 0, "skipped": 0}
         self.notifications = Counter(
             "jct_notifications", "Notifications sent to legacy subscribers by method and outcome (sent, dropped).",
             ["method", "outcome"], registry=r,
@@ -69,6 +76,12 @@ class Metrics:
         finally:
             self.tool_seconds.labels(tool).observe(time.perf_counter() - start)
             self.tool_calls.labels(tool, outcome[0]).inc()
+
+    def count_turns(self, tried: int, skipped: int) -> None:
+        """Bring the turn counters up to the totals the waiters keep (server/core/claims/waiting.py)."""
+        for outcome, total in (("tried", tried), ("skipped", skipped)):
+            self.waiter_turns.labels(outcome).inc(max(0, total - self._turns_counted[outcome]))
+            self._turns_counted[outcome] = max(total, self._turns_counted[outcome])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -285,6 +285,7 @@ async def test_a_wake_up_costs_one_try_per_filter_while_nothing_is_claimable() -
                 tg.start_soon(_turn, waiters, f"agent-{n}", key, trying(key))
     assert set(tries) == set(filters)
     assert len(tries) == 2  # one per filter, for fifty waiters
+    assert (waiters.tried, waiters.skipped) == (2, 48)  # what /metrics shows (jct_waiting_claim_turns_total)
 
 
 async def test_a_wake_up_lets_every_task_go_then_stops_trying() -> None:

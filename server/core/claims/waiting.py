@@ -46,6 +46,9 @@ class Waiters:
         self._turns: dict[Filters, anyio.Lock] = {}
         # Filters a try found nothing for, and the generation it began in.
         self._empty: dict[Filters, int] = {}
+        # Woken waiters' turns since the start: claims tried, and tries skipped (/metrics shows both).
+        self.tried = 0
+        self.skipped = 0
 
     @property
     def count(self) -> int:
@@ -105,7 +108,9 @@ class Waiters:
         async with turn:
             generation = self.generation
             if self._empty.get(filters) == generation:
+                self.skipped += 1
                 return None
+            self.tried += 1
             claimed = await claim()
             if claimed is None and self.generation == generation:
                 self._empty[filters] = generation
