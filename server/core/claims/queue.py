@@ -112,23 +112,26 @@ async def claim_next(
     limit = core.settings.max_claims_per_agent if core.settings.auth == "token" else None
     with waiters.entered(actor.claimant, filters, limit):
         start = anyio.current_time()
+        deadline, told = start + wait, start - PROGRESS_SECONDS
         seen = waiters.generation
         claimed = await _claim_next_once(core, actor, op, repo_prefix)
-        if claimed is None:
-            await _still_waiting(progress, start, wait)
         while claimed is None:
-            left = start + wait - anyio.current_time()
-            if left <= 0:
+            now = anyio.current_time()
+            if now >= deadline:
                 return r.ClaimNext(claimed=False)
-            with anyio.move_on_after(min(left, PROGRESS_SECONDS)):
+            if now - told >= PROGRESS_SECONDS:  # as the wait begins, then every PROGRESS_SECONDS, woken or not
+                told = now
+                await _still_waiting(progress, now - start, wait)
+            with anyio.move_on_after(min(deadline, told + PROGRESS_SECONDS) - anyio.current_time()):
                 await waiters.woken(seen)
             if waiters.stopped():
                 return r.ClaimNext(claimed=False)
             if waiters.generation == seen:
-                await _still_waiting(progress, start, wait)
                 continue
             seen = waiters.generation
-            claimed = await waiters.take_turn(filters, partial(_claim_next_once, core, actor, op, repo_prefix))
+            # Waiters with these filters take turns for the claim itself, not for the workspace made after it.
+            row = await waiters.take_turn(filters, partial(_claim_row, core, actor, op, repo_prefix))
+            claimed = await _hand_over(core, actor, row) if row is not None else None
         return claimed
 
 
@@ -139,10 +142,9 @@ PROGRESS_SECONDS = 10.0
 Progress = Callable[[float, float], Awaitable[None]]
 
 
-async def _still_waiting(progress: Progress | None, start: float, wait: float) -> None:
-    """Tell the caller it is waiting (seconds waited, of `wait`): when it begins, then every PROGRESS_SECONDS."""
-    waited = anyio.current_time() - start
-    if progress is not None and waited < wait:
+async def _still_waiting(progress: Progress | None, waited: float, wait: float) -> None:
+    """Tell the caller it is waiting: seconds waited, of `wait`."""
+    if progress is not None:
         # A client slow to read its notifications delays its own call, by this much at most.
         with anyio.move_on_after(PROGRESS_SECONDS):
             await progress(round(waited, 1), wait)
@@ -167,12 +169,21 @@ def check_wait(wait_seconds: float, cap: float) -> float:
 async def _claim_next_once(
     core: Core, actor: Actor, operation: str | None, repo_prefix: str | None
 ) -> r.ClaimNext | None:
-    """One claim-next, or None. A claim whose call is cancelled once the claim has committed (its client went
-    away meanwhile) is released again at once, so no task stays claimed for a caller that never hears of it."""
+    """One claim-next, or None."""
+    row = await _claim_row(core, actor, operation, repo_prefix)
+    return await _hand_over(core, actor, row) if row is not None else None
+
+
+async def _claim_row(core: Core, actor: Actor, operation: str | None, repo_prefix: str | None) -> dict[str, Any] | None:
+    # Shielded: a claim, once begun, commits and comes back here, so `_hand_over` knows of it.
     with anyio.CancelScope(shield=True):
-        claimed = await _claim(core, actor, operation=operation, repo_prefix=repo_prefix)
-    if claimed is None:
-        return None
+        row = await _claim(core, actor, operation=operation, repo_prefix=repo_prefix)
+    return row
+
+
+async def _hand_over(core: Core, actor: Actor, claimed: dict[str, Any]) -> r.ClaimNext:
+    """The claim's result. A claim whose call was cancelled once the claim had committed (its client went away
+    meanwhile) is released again at once, so no task stays claimed for a caller that never hears of it."""
     try:
         await anyio.lowlevel.checkpoint()  # raises if the call was cancelled while the claim ran
         return r.ClaimNext(claimed=True, **await _claimed(core, claimed))
