@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import claim_wait
 import fleet
 import matplotlib
 
@@ -314,6 +315,12 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
     fleet_result = json.loads(fleet_json.read_text()) if fleet_json.exists() else None
     if fleet_result is not None:
         lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in fleet.summary_rows(fleet_result)]
+    # So do the waiting claims' (bench/claim_wait.py).
+    waiting_json = results_dir / "claim_wait.json"
+    if waiting_json.exists():
+        lines += [
+            f"| {a} | {b} | {c} | {d} |" for a, b, c, d in claim_wait.summary_rows(json.loads(waiting_json.read_text()))
+        ]
     for name, error in results.get("errors", {}).items():
         lines.append(f"| workload `{name}` | **failed**: `{error}` | runs to completion | **missed** |")
     lines += [
