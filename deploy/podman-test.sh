@@ -185,6 +185,8 @@ git -C "$WORK/seed" -c user.name=seed -c user.email=seed@example.com commit --qu
 git -C "$WORK/seed" push --quiet "$WORK/remote/app.git" main
 chown -R 10001:10001 "$WORK/remote"
 
+# JCT_AUTO_REWORK=false: e2e.py's lifecycle leaves a partial verdict for a reviewer, and its crowds complete
+# without citing evidence; each task is meant to end once.
 start_replica() {  # name port
     podman run --detach --name "$TAG-$1" --network=host --volume "$VOLUME:/data" \
         --volume "$WORK/remote:/remote" \
@@ -196,6 +198,7 @@ start_replica() {  # name port
         --env JCT_LEASE_SECONDS=15 --env JCT_SWEEP_INTERVAL_SECONDS=1 --env JCT_MAX_ATTEMPTS=20 \
         --env JCT_RATE_LIMIT_PER_MINUTE=1000000 --env JCT_SHUTDOWN_GRACE_SECONDS=10 \
         --env JCT_LOG_LEVEL=INFO \
+        --env JCT_AUTO_REWORK=false \
         "$IMAGE" >/dev/null
 }
 say "starting jct1 (:$P1) and jct2 (:$P2) at once on a fresh database (migrations under an advisory lock)"
