@@ -161,7 +161,7 @@ async def get_run(conn: AsyncConnection, run_id: str) -> Run | None:
 
 
 async def update_run_columns(conn: AsyncConnection, run_id: str, values: Values) -> None:
-    """Columns of a run that say nothing of its status (its workspace)."""
+    """Columns of a run that say nothing of its status (its base commit and workspace, set at claim)."""
     await conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(values))
 
 
@@ -170,11 +170,6 @@ async def run_statuses(conn: AsyncConnection, run_ids: Sequence[str]) -> dict[st
         return {}
     query = select(t.runs.c.id, t.runs.c.status).where(t.runs.c.id.in_(list(run_ids)))
     return {row[0]: row[1] for row in (await conn.execute(query)).all()}
-
-
-async def set_base_commit(conn: AsyncConnection, run_id: str, sha: str) -> None:
-    """The commit target_ref named when the run was claimed (a verifiable task)."""
-    await conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(base_commit=sha))
 
 
 async def runs_of_task(conn: AsyncConnection, task_id: str, limit: int) -> list[Run]:

@@ -259,10 +259,16 @@ def task_conflicts(refused: holds.ClaimConflict) -> JctError:
 async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
     """What a claim returns: the claimed row's fields, and the base commit it recorded (a verifiable task)."""
     fields = _claim_fields(claimed)
-    base = await verified.record_base(core, fields["run_id"], claimed["target_repo"], claimed["target_ref"])
+    run_id = fields["run_id"]
+    place, base = await verified.base_of(core, run_id, claimed["target_repo"], claimed["target_ref"])
+    made = None
+    if place is not None and base is not None:
+        # An integrable repository: the run's own branch (and worktree) at that base (DESIGN section 16).
+        if place.writable:
+            made = await workspace.open_workspace(core, place, run_id, base)
+        async with core.db.write() as conn:  # both in one write
+            await queries.update_run_columns(conn, run_id, {"base_commit": base, "workspace": made})
     fields["base_commit"] = base
-    # An integrable repository: the run's own branch (and worktree) at that base (DESIGN section 16).
-    made = await workspace.open_workspace(core, fields["run_id"], claimed["target_repo"], base)
     fields["workspace"] = r.Workspace.model_validate(made) if made is not None else None
     return fields
 

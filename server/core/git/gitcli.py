@@ -30,8 +30,6 @@ from typing import Any, TypeVar
 import anyio
 
 from server.core.git.runner import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
-from server.core.git.runner import JCT_EMAIL as JCT_EMAIL
-from server.core.git.runner import JCT_NAME as JCT_NAME
 from server.core.git.runner import Clock as Clock
 from server.core.git.runner import GitError as GitError
 from server.core.git.runner import GitTimeout as GitTimeout

@@ -28,10 +28,6 @@ from server.errors import invalid
 
 log = logging.getLogger(__name__)
 
-# A lock file holds the repository (gitcli.Locked; named here too for the integrator).
-Locked = gitcli.Locked
-JCT_NAME, JCT_EMAIL = gitcli.JCT_NAME, gitcli.JCT_EMAIL
-
 Strategy = Literal["rebase", "merge", "squash"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 # The message of the throw-away commit that stands for "the tip, as if its parent were the replayed commit's".

@@ -26,8 +26,8 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 _STDERR_BYTES = 16 * 1024
 
 # Who JCT is in the commits and reflog entries it writes.
-JCT_NAME = "JCT"
-JCT_EMAIL = "jct@localhost"
+COMMITTER_NAME = "JCT"
+COMMITTER_EMAIL = "jct@localhost"
 
 
 class GitError(Exception):
@@ -97,11 +97,11 @@ def write_env(*, author: tuple[str, str, str] | None = None) -> dict[str, str]:
     """`environment()` for a command that writes commits or reflog entries: committed by JCT, authored by JCT
     or by `author` (name, email, date in git's format, e.g. "1700000000 +0100")."""
     env = environment()
-    name, email, date = author if author is not None else (JCT_NAME, JCT_EMAIL, "")
+    name, email, date = author if author is not None else (COMMITTER_NAME, COMMITTER_EMAIL, "")
     env.update(
         {
-            "GIT_COMMITTER_NAME": JCT_NAME,
-            "GIT_COMMITTER_EMAIL": JCT_EMAIL,
+            "GIT_COMMITTER_NAME": COMMITTER_NAME,
+            "GIT_COMMITTER_EMAIL": COMMITTER_EMAIL,
             "GIT_AUTHOR_NAME": name,
             "GIT_AUTHOR_EMAIL": email,
         }

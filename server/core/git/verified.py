@@ -22,7 +22,6 @@ import anyio
 from server.core.git import gitcli
 from server.core.git.repos import Place
 from server.core.service import Core
-from server.db import queries
 from server.db.records import Run, Task
 from server.errors import ErrorCode, JctError, invalid
 
@@ -34,23 +33,21 @@ MAX_FILES = 2_000
 _COUNT_LINES_BYTES = 1024 * 1024
 
 
-async def record_base(core: Core, run_id: str, target_repo: str, target_ref: str) -> str | None:
-    """Resolve target_ref at claim and record it on the run; None when the task is not verifiable or the
-    repository cannot be read now (the claim stands either way; the reason is logged)."""
+async def base_of(core: Core, run_id: str, target_repo: str, target_ref: str) -> tuple[Place | None, str | None]:
+    """Where the task's repository is read and the commit target_ref names now, resolved at claim; (None, None)
+    when the task is not verifiable, a None commit when the repository cannot be read now (the claim stands
+    either way; the reason is logged). The caller records it on the run."""
     try:
         place = await core.repos.open(target_repo)
         if place is None:
-            return None
+            return None, None
         sha = await gitcli.resolve(place.repo, gitcli.check_ref(target_ref, "target_ref"), within=_within(core))
     except (JctError, gitcli.GitError) as exc:
         log.warning("no base commit for run %s of %s: %s", run_id, target_repo, exc)
-        return None
+        return None, None
     if sha is None:
         log.warning("no base commit for run %s: %s has no ref %r", run_id, target_repo, target_ref)
-        return None
-    async with core.db.write() as conn:
-        await queries.set_base_commit(conn, run_id, sha)
-    return sha
+    return place, sha
 
 
 async def verify_commit(core: Core, task: Task, run: Run, content: str | None) -> str | None:

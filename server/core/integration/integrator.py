@@ -26,7 +26,6 @@ from server.core.git import gitcli, merges, workspaces
 from server.core.git.repos import Place
 from server.core.integration import queue, workspace
 from server.core.models import new_id
-from server.core.review import gates
 from server.core.service import Core
 from server.db import integrations, queries
 from server.db.records import Integration
@@ -190,7 +189,7 @@ async def integrate(core: Core, item: Integration) -> Outcome:
                 return await _merged(core, item, new, trace)
             # The target moved under us: replay on its new head.
         return await _wait(core, item, f"{item.ref} kept moving while JCT integrated; trying again", trace)
-    except merges.Locked as exc:
+    except gitcli.Locked as exc:
         return await _wait(core, item, f"the repository is locked ({exc}); a stale lock file needs removing", trace)
     except gitcli.GitError as exc:
         return await _wait(core, item, f"git failed: {exc}", trace)
@@ -229,14 +228,11 @@ async def _forget_branch(core: Core, place: Place, item: Integration) -> None:
     """The run's branch has served (its work is merged): deleted, in JCT's repository only."""
     if place.url is not None:
         return
-    async with core.db.read() as conn:
-        run = await queries.get_run(conn, item.run_id)
-    branch = (run.workspace or {}).get("branch") if run is not None else None
-    if branch:
-        try:
-            await workspaces.delete_branch(place.repo, branch, within=core.settings.git_timeout_seconds)
-        except gitcli.GitError as exc:
-            log.warning("could not delete branch %s: %s", branch, exc)
+    branch = workspaces.branch_name(item.run_id)  # the one name a run's branch has
+    try:
+        await workspaces.delete_branch(place.repo, branch, within=core.settings.git_timeout_seconds)
+    except gitcli.GitError as exc:
+        log.warning("could not delete branch %s: %s", branch, exc)
 
 
 async def _merged(core: Core, item: Integration, commit: str, trace: str | None) -> Outcome:
@@ -257,7 +253,6 @@ async def _sent_back(
     async with core.db.write() as conn:
         task = await queries.get_task(conn, item.task_id)
         assert task is not None
-        gate = gates.gate_of(task.step, core.settings.max_review_rounds)
         await queue.sent_back(
             core,
             conn,
@@ -267,10 +262,6 @@ async def _sent_back(
             new_base=new_base,
             conflicting_files=conflicting_files,
             check_output=check_output,
-            max_rounds=gate.max_rounds,
-            exhausted_error=gates.exhausted_error(
-                task.review_rounds + 1, gate, f"integration: {status.replace('_', ' ')}"
-            ),
         )
     return Outcome(done=True)
 

@@ -24,6 +24,7 @@ from server.core.audit import AuditAction, audit_row, issue_moved
 from server.core.briefings import versions
 from server.core.missions import plan
 from server.core.models import Actor
+from server.core.review import gates
 from server.core.service import Core
 from server.db import integrations, queries
 from server.db.records import Integration, Run, Task
@@ -129,8 +130,6 @@ async def sent_back(
     new_base: str,
     conflicting_files: list[str] | None = None,
     check_output: str | None = None,
-    max_rounds: int,
-    exhausted_error: str,
 ) -> str:
     """A conflict or a failed check: nothing moved on the target ref. The task goes back to the queue with a new
     briefing version that says why (a review round), or fails past the round cap. The task's new status."""
@@ -159,36 +158,17 @@ async def sent_back(
             f"The check command failed on your change replayed onto {item.ref} at {new_base}. "
             f"Fix what it reports (its output's tail below), then complete again.\n\n{tail}"
         )
-    rounds = task.review_rounds + 1
+    gate = gates.gate_of(task.step, core.settings.max_review_rounds)
+    new_status, values = gates.another_round(task.review_rounds, gate, f"integration: {status.replace('_', ' ')}")
+    rounds = int(values["review_rounds"])
+    await queries.update_task(conn, task.id, values, status_in=(TaskStatus.COMPLETED,))
     completed = {"status": TaskStatus.COMPLETED}
     trace = task.trace_id
-    after: dict[str, Any]
-    if rounds > max_rounds:
-        await queries.update_task(
-            conn,
-            task.id,
-            {"status": TaskStatus.FAILED, "error": exhausted_error, "review_rounds": rounds, "merge": None},
-            status_in=(TaskStatus.COMPLETED,),
-        )
-        new_status, issue_status = TaskStatus.FAILED, IssueStatus.FAILED
-        after = {"status": TaskStatus.FAILED, "reason": status, "rounds": rounds}
-        action = AuditAction.TASK_FAILED
+    after = {"status": new_status, "reason": status, "rounds": rounds}
+    if new_status == TaskStatus.FAILED:
+        issue_status, action = IssueStatus.FAILED, AuditAction.TASK_FAILED
     else:
-        await queries.update_task(
-            conn,
-            task.id,
-            {
-                "status": TaskStatus.QUEUED,
-                "completed_at": None,
-                "claimed_at": None,
-                "review_rounds": rounds,
-                "merge": None,
-            },
-            status_in=(TaskStatus.COMPLETED,),
-        )
-        new_status, issue_status = TaskStatus.QUEUED, IssueStatus.READY
-        after = {"status": TaskStatus.QUEUED, "reason": status, "rounds": rounds}
-        action = AuditAction.TASK_REQUEUED
+        issue_status, action = IssueStatus.READY, AuditAction.TASK_REQUEUED
         if task.issue_id is not None:
             await versions.with_feedback(
                 conn,

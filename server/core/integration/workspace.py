@@ -34,18 +34,13 @@ SCRATCH = "scratch"
 LEFTOVERS_MESSAGE = "Work left uncommitted in the workspace when the run completed (committed by JCT)"
 
 
-async def open_workspace(core: Core, run_id: str, target_repo: str, base: str | None) -> dict[str, Any] | None:
-    """The run's branch (and worktree) at `base`, recorded on the run; None when the repository is not
-    integrable or the workspace cannot be made now (the claim stands either way; the reason is logged)."""
-    if base is None:
-        return None
+async def open_workspace(core: Core, place: Place, run_id: str, base: str) -> dict[str, Any] | None:
+    """The run's branch (and worktree) at `base` in a writable repository, for the caller to record on the run;
+    None when the workspace cannot be made now (the claim stands either way; the reason is logged)."""
     within = core.settings.git_timeout_seconds
+    branch = workspaces.branch_name(run_id)
+    path: Path | None = None
     try:
-        place = await core.repos.open(target_repo, max_age=None)
-        if place is None or not place.writable:
-            return None
-        branch = workspaces.branch_name(run_id)
-        path: Path | None = None
         if place.url is not None:
             if not await merges.push(place.repo, place.url, base, branch, within=within):
                 raise gitcli.GitError(f"the remote refused branch {branch}")
@@ -53,12 +48,9 @@ async def open_workspace(core: Core, run_id: str, target_repo: str, base: str | 
             path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run_id)
             await workspaces.create(place.repo, branch=branch, base=base, path=path, within=within)
     except (JctError, gitcli.GitError) as exc:
-        log.warning("no workspace for run %s of %s: %s", run_id, target_repo, exc)
+        log.warning("no workspace for run %s of %s: %s", run_id, place.name, exc)
         return None
-    workspace = {"path": str(path) if path is not None else None, "branch": branch, "base_commit": base}
-    async with core.db.write() as conn:
-        await queries.update_run_columns(conn, run_id, {"workspace": workspace})
-    return workspace
+    return {"path": str(path) if path is not None else None, "branch": branch, "base_commit": base}
 
 
 async def head_of(core: Core, place: Place, run: Run) -> str | None:

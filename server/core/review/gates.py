@@ -15,10 +15,12 @@ The rule, in one place:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from server.core.models import Actor
 from server.db.records import Review, Step
 from server.errors import ErrorCode, JctError
+from server.vocab import TaskStatus
 
 EXHAUSTED = "quality_gate_exhausted"
 
@@ -81,3 +83,15 @@ def exhausted(error: str | None) -> bool:
 
 def exhausted_error(rounds: int, gate: Gate, reason: str) -> str:
     return f"{EXHAUSTED}: review asked for changes {rounds} times, more than the {gate.max_rounds} allowed: {reason}"
+
+
+def another_round(review_rounds: int, gate: Gate, reason: str) -> tuple[TaskStatus, dict[str, Any]]:
+    """One more round of changes (a reviewer's needs_changes, or the merge queue's conflict or failed check): the
+    task's new status and the values that make it. Queued again with its claim times cleared, or, past the
+    gate's rounds, failed with the exhausted error (a mission blocker; an admin may still approve)."""
+    rounds = review_rounds + 1
+    if rounds > gate.max_rounds:
+        error = exhausted_error(rounds, gate, reason)
+        return TaskStatus.FAILED, {"status": TaskStatus.FAILED, "error": error, "review_rounds": rounds, "merge": None}
+    values = {"status": TaskStatus.QUEUED, "completed_at": None, "claimed_at": None, "review_rounds": rounds}
+    return TaskStatus.QUEUED, values | {"merge": None}

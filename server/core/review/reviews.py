@@ -131,34 +131,19 @@ async def submit_review(
                 )
             case Decision.NEEDS_CHANGES if task.review_rounds + 1 > gate.max_rounds:
                 # The rounds ran out: the task fails, and what depends on it stays blocked (a mission blocker).
-                rounds = task.review_rounds + 1
-                run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.FAILED, TaskStatus.FAILED
-                error = gates.exhausted_error(rounds, gate, reason)
-                await queries.update_task(
-                    conn,
-                    task.id,
-                    {"status": TaskStatus.FAILED, "error": error, "review_rounds": rounds, "merge": None},
-                    status_in=(TaskStatus.COMPLETED,),
-                )
+                run_status, issue_status = RunStatus.NEEDS_CHANGES, IssueStatus.FAILED
+                task_status, values = gates.another_round(task.review_rounds, gate, reason)
+                rounds = int(values["review_rounds"])
+                await queries.update_task(conn, task.id, values, status_in=(TaskStatus.COMPLETED,))
                 after = {"status": TaskStatus.FAILED, "reason": gates.EXHAUSTED, "rounds": rounds}
                 audit.append(
                     audit_row(actor, AuditAction.TASK_FAILED, EntityKind.TASK, task.id, completed, after, trace)
                 )
             case Decision.NEEDS_CHANGES:
-                run_status, issue_status, task_status = RunStatus.NEEDS_CHANGES, IssueStatus.READY, TaskStatus.QUEUED
-                rounds = task.review_rounds + 1
-                await queries.update_task(
-                    conn,
-                    task.id,
-                    {
-                        "status": TaskStatus.QUEUED,
-                        "completed_at": None,
-                        "claimed_at": None,
-                        "review_rounds": rounds,
-                        "merge": None,
-                    },
-                    status_in=(TaskStatus.COMPLETED,),
-                )
+                run_status, issue_status = RunStatus.NEEDS_CHANGES, IssueStatus.READY
+                task_status, values = gates.another_round(task.review_rounds, gate, reason)
+                rounds = int(values["review_rounds"])
+                await queries.update_task(conn, task.id, values, status_in=(TaskStatus.COMPLETED,))
                 after = {"status": TaskStatus.QUEUED, "reason": "review asked for changes", "rounds": rounds}
                 audit.append(
                     audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task.id, completed, after, trace)
