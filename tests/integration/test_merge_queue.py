@@ -5,6 +5,7 @@ files, conflicts and failed checks sent back to an agent, dependents that build 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tests.ui.test_pages import asgi
 pytestmark = pytest.mark.anyio
 
 HOLDER = "test-integrator"
+HELLO_GOODBYE = ("print('hello')\n", "print('goodbye')\n")
 
 
 def make_core(make_settings: Callable[..., Settings], **overrides: Any) -> Any:
@@ -56,6 +58,31 @@ def commit_in(workspace: dict[str, Any], name: str, text: str, message: str = "c
 
 async def finish(core: Core, agent: Any, task_id: str) -> Any:
     return await completion.complete_task(core, agent, task_id, success=True, summary="done")
+
+
+@dataclass(frozen=True)
+class Collision:
+    one: str
+    two: str
+    workspace: Any  # the second task's workspace
+    second: Any  # the second task's completion
+
+
+async def collide(
+    core: Core, work: Work, name: str = "src/app.py", texts: tuple[str, str] = HELLO_GOODBYE
+) -> Collision:
+    """Two tasks that declare no touches, so both run at once, each writing `name` its own way and completing
+    (the first first): their collision is caught at merge."""
+    one = await local_task(core, work, objective="Say hello", touches=[])
+    two = await local_task(core, work, objective="Say goodbye", touches=[])
+    a = (await queue.claim_task(core, ALICE, one)).workspace
+    b = (await queue.claim_task(core, BOB, two)).workspace
+    assert a is not None
+    assert b is not None
+    commit_in(a.model_dump(), name, texts[0])
+    commit_in(b.model_dump(), name, texts[1])
+    await finish(core, ALICE, one)
+    return Collision(one, two, b, await finish(core, BOB, two))
 
 
 async def test_approved_work_reaches_main_and_the_users_checkout_stays_clean(
@@ -102,17 +129,8 @@ async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(
 ) -> None:
     work = Work(tmp_path / "repo")
     async with make_core(make_settings) as core:
-        # No touches declared: both run at once, and their collision is caught at merge.
-        one = await local_task(core, work, objective="Say hello", touches=[])
-        two = await local_task(core, work, objective="Say goodbye", touches=[])
-        a = (await queue.claim_task(core, ALICE, one)).workspace
-        b = (await queue.claim_task(core, BOB, two)).workspace
-        assert a is not None
-        assert b is not None
-        commit_in(a.model_dump(), "src/app.py", "print('hello')\n")
-        commit_in(b.model_dump(), "src/app.py", "print('goodbye')\n")
-        await finish(core, ALICE, one)
-        second = await finish(core, BOB, two)
+        hit = await collide(core, work)
+        two, b, second = hit.two, hit.workspace, hit.second
         assert await integrator.integrate_waiting(core, HOLDER) == 2
         merged_main = work.head("main")
         # The run's jct:// page says it too.
@@ -325,16 +343,8 @@ async def test_the_servers_own_integrator_merges_and_the_dashboard_shows_the_que
     work = Work(tmp_path / "repo")
     hostile = "src/<b>x</b>.py"
     async with running(make_settings(integrate_local=True)) as (app, core), asgi(app) as http:
-        one = await local_task(core, work, objective="First", touches=[])  # they collide at merge
-        two = await local_task(core, work, objective="Second", touches=[])
-        a = (await queue.claim_task(core, ALICE, one)).workspace
-        b = (await queue.claim_task(core, BOB, two)).workspace
-        assert a is not None
-        assert b is not None
-        commit_in(a.model_dump(), hostile, "one\n")
-        commit_in(b.model_dump(), hostile, "two\n")
-        await finish(core, ALICE, one)
-        await finish(core, BOB, two)
+        hit = await collide(core, work, hostile, ("one\n", "two\n"))
+        one, two = hit.one, hit.two
         for _ in range(600):  # the integrator polls once a second
             views = [await observe.get_task(core, task_id) for task_id in (one, two)]
             if all(v.integration is not None and v.integration.status not in ("queued", "merging") for v in views):
@@ -416,16 +426,7 @@ async def test_a_conflict_past_the_round_cap_fails_the_task_for_a_person(
 ) -> None:
     work = Work(tmp_path / "repo")
     async with make_core(make_settings, max_review_rounds=0) as core:
-        one = await local_task(core, work, objective="Say hello", touches=[])
-        two = await local_task(core, work, objective="Say goodbye", touches=[])
-        a = (await queue.claim_task(core, ALICE, one)).workspace
-        b = (await queue.claim_task(core, BOB, two)).workspace
-        assert a is not None
-        assert b is not None
-        commit_in(a.model_dump(), "src/app.py", "print('hello')\n")
-        commit_in(b.model_dump(), "src/app.py", "print('goodbye')\n")
-        await finish(core, ALICE, one)
-        await finish(core, BOB, two)
+        two = (await collide(core, work)).two
         assert await integrator.integrate_waiting(core, HOLDER) == 2
         view = await observe.get_task(core, two)
         assert view.integration is not None
