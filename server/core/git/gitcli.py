@@ -227,14 +227,13 @@ class Batch:
         env: Mapping[str, str] | None = None,
         input: bytes | None = None,
         remote: bool = False,
-        extra_env: Mapping[str, str] | None = None,
     ) -> Output:
         """Run git, reading at most `max_bytes` of its output (then stopping it), within `within` seconds;
-        `input` is its standard input (none when None), `env` its environment (`environment()` when None) with
-        `extra_env` on top; `remote` when it may reach a remote (it then runs without a terminal)."""
+        `input` is its standard input (none when None), `env` its environment (`environment()` when None);
+        `remote` when it may reach a remote (it then runs without a terminal)."""
         process = Process(
             list(args),
-            (dict(env) if env is not None else environment()) | dict(extra_env or {}),
+            dict(env) if env is not None else environment(),
             cwd,
             input,
             within,
@@ -259,7 +258,6 @@ class Batch:
         env: Mapping[str, str] | None = None,
         input: bytes | None = None,
         offline: bool = True,
-        extra_env: Mapping[str, str] | None = None,
     ) -> Output:
         """git on `repo`. `neutralised`: `neutral()`'s options when the caller looked them up already (one
         look-up for many commands; `[]` for a command that reads no working-tree file and merges nothing), else
@@ -279,7 +277,6 @@ class Batch:
             env=env,
             input=input,
             remote=not offline,
-            extra_env=extra_env,
         )
 
     def resolve(self, repo: Repo, ref: str, *, within: float) -> str | None:
@@ -332,7 +329,6 @@ async def run(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     remote: bool = False,
-    extra_env: Mapping[str, str] | None = None,
 ) -> Output:
     """Batch.run on a worker thread."""
     return await in_thread(
@@ -345,7 +341,6 @@ async def run(
             env=env,
             input=input,
             remote=remote,
-            extra_env=extra_env,
         )
     )
 
@@ -360,7 +355,6 @@ async def git(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     offline: bool = True,
-    extra_env: Mapping[str, str] | None = None,
 ) -> Output:
     """Batch.git on a worker thread (with the neutral look-up, when it needs one, on the same thread)."""
     return await in_thread(
@@ -374,7 +368,6 @@ async def git(
             env=env,
             input=input,
             offline=offline,
-            extra_env=extra_env,
         )
     )
 
