@@ -265,7 +265,10 @@ async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
     if place is not None and base is not None:
         # An integrable repository: the run's own branch (and worktree) at that base (DESIGN section 16).
         if place.writable:
-            made = await workspace.open_workspace(core, place, run_id, base)
+            carry = await workspace.carried(core, place, fields["task_id"], run_id)
+            made = await workspace.open_workspace(core, place, run_id, base, carry)
+            if made is not None:
+                base = made["base_commit"]
         async with core.db.write() as conn:  # both in one write
             await queries.update_run_columns(conn, run_id, {"base_commit": base, "workspace": made})
     fields["base_commit"] = base

@@ -4,6 +4,11 @@ machine.
 - At claim: a branch `jct/run-<run id>` at the run's base commit, and (for a repository on JCT's disk) a linked
   worktree on it under JCT_WORKTREES_DIR; a URL location gets the branch pushed to it instead, for a remote
   agent to fetch, commit on and push. Recorded on the run (`runs.workspace`) and returned with the claim.
+- Work is carried forward (`carried`): when the task's previous run ended with commits on its branch that were
+  not merged (it expired, was released, or was sent back for changes), the new branch starts at that branch's
+  tip, on the previous run's base, so a killed agent's commits (also one its orphaned shell pushed after the
+  run ended, if before the next claim) and a reviewed attempt are built on, not lost. A conflict or a failed
+  check starts from the current target instead: the work must be redone on it (section 16).
 - At completion: whatever the agent left uncommitted in its worktree is committed for it (never lost
   silently, and named in the commit's message), and the branch's tip is the run's head.
 - Once the run has ended its worktree is removed (its branch stays until its work is merged); the sweeper
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +27,7 @@ import anyio
 
 from server.core.git import gitcli, merges, workspaces
 from server.core.git.repos import Place
+from server.core.integration.queue import CHECK_FAILED, CONFLICT
 from server.core.service import Core
 from server.db import integrations, queries
 from server.db.records import Run
@@ -31,26 +38,66 @@ log = logging.getLogger(__name__)
 
 # The directory under JCT_WORKTREES_DIR that holds check commands' scratch worktrees.
 SCRATCH = "scratch"
-LEFTOVERS_MESSAGE = "Work left uncommitted in the workspace when the run completed (committed by JCT)"
+LEFTOVERS_MESSAGE = "Work left uncommitted in the workspace when the run ended (committed by JCT)"
 
 
-async def open_workspace(core: Core, place: Place, run_id: str, base: str) -> dict[str, Any] | None:
-    """The run's branch (and worktree) at `base` in a writable repository, for the caller to record on the run;
-    None when the workspace cannot be made now (the claim stands either way; the reason is logged)."""
+@dataclass(frozen=True)
+class Carried:
+    """The unmerged work of the task's previous run that a new run's branch starts from."""
+
+    run_id: str
+    head: str
+    base: str
+
+
+async def carried(core: Core, place: Place, task_id: str, run_id: str) -> Carried | None:
+    """The previous run of the task whose commits the new run `run_id` builds on, if any (see the module)."""
+    async with core.db.read() as conn:
+        previous = next((run for run in await queries.runs_of_task(conn, task_id, limit=2) if run.id != run_id), None)
+        if previous is None or not previous.workspace or previous.base_commit is None:
+            return None
+        integration = (await integrations.of_runs(conn, [previous.id])).get(previous.id)
+    if integration is not None and integration.status in (CONFLICT, CHECK_FAILED):
+        return None
+    path = previous.workspace.get("path")
+    if path and previous.status != RunStatus.RUNNING and await anyio.Path(path).is_dir():
+        await _keep_leftovers(Path(path), previous.id, core.settings.git_timeout_seconds)  # before the sweeper
+    try:
+        tip = await gitcli.resolve(
+            place.repo, "refs/heads/" + previous.workspace["branch"], within=core.settings.git_timeout_seconds
+        )
+    except (JctError, gitcli.GitError) as exc:
+        log.warning("could not read the branch of run %s: %s", previous.id, exc)
+        return None
+    if tip is None or tip == previous.base_commit:
+        return None
+    return Carried(previous.id, tip, previous.base_commit)
+
+
+async def open_workspace(
+    core: Core, place: Place, run_id: str, base: str, carry: Carried | None = None
+) -> dict[str, Any] | None:
+    """The run's branch (and worktree) at `base` in a writable repository, or at the tip of the work it carries
+    forward (then its base is that work's base), for the caller to record on the run; None when the workspace
+    cannot be made now (the claim stands either way; the reason is logged)."""
     within = core.settings.git_timeout_seconds
     branch = workspaces.branch_name(run_id)
+    start = carry.head if carry is not None else base
     path: Path | None = None
     try:
         if place.url is not None:
-            if not await merges.push(place.repo, place.url, base, branch, within=within):
+            if not await merges.push(place.repo, place.url, start, branch, within=within):
                 raise gitcli.GitError(f"the remote refused branch {branch}")
         else:
             path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run_id)
-            await workspaces.create(place.repo, branch=branch, base=base, path=path, within=within)
+            await workspaces.create(place.repo, branch=branch, base=start, path=path, within=within)
     except (JctError, gitcli.GitError) as exc:
         log.warning("no workspace for run %s of %s: %s", run_id, place.name, exc)
         return None
-    return {"path": str(path) if path is not None else None, "branch": branch, "base_commit": base}
+    made = {"path": str(path) if path is not None else None, "branch": branch, "base_commit": base}
+    if carry is not None:
+        made |= {"base_commit": carry.base, "continues_run": carry.run_id, "start_commit": carry.head}
+    return made
 
 
 async def head_of(core: Core, place: Place, run: Run) -> str | None:
@@ -97,12 +144,26 @@ async def sweep(core: Core) -> int:
         live = run_id in merging if path.parent.name == SCRATCH else statuses.get(run_id) == RunStatus.RUNNING
         if live:
             continue
+        if path.parent.name != SCRATCH:
+            await _keep_leftovers(path, run_id, core.settings.git_timeout_seconds)
         try:
             await _remove(path, core.settings.git_timeout_seconds)
             removed += 1
         except (gitcli.GitError, OSError) as exc:
             log.warning("could not remove worktree %s: %s", path, exc)
     return removed
+
+
+async def _keep_leftovers(path: Path, run_id: str, within: float) -> None:
+    """What an agent left uncommitted in the worktree of a run that ended without completing (it expired, was
+    released or cancelled), committed on its branch before the worktree goes, so the next run carries it."""
+    try:
+        committed = await workspaces.commit_leftovers(path, message=LEFTOVERS_MESSAGE, within=within)
+    except (JctError, gitcli.GitError, OSError) as exc:
+        log.warning("could not keep what run %s left uncommitted: %s", run_id, exc)
+        return
+    if committed is not None:
+        log.info("committed leftovers of ended run %s as %s", run_id, committed)
 
 
 def scratch_path(core: Core, run_id: str) -> Path:

@@ -50,6 +50,9 @@ class Workspace(Shape):
     path: str | None = None
     branch: str
     base_commit: str
+    # The ended run whose unmerged commits this branch starts from (at start_commit), if any.
+    continues_run: str | None = None
+    start_commit: str | None = None
 
 
 class Claim(Ok):

@@ -1,0 +1,102 @@
+"""Work is carried forward (DESIGN section 16, workspaces): a run that ended with unmerged commits on its branch
+(expired, released, sent back by a reviewer) hands them to the task's next run, whose branch starts at their tip on
+the earlier base; what a killed agent left uncommitted is committed for it first. A conflict starts afresh from the
+current target, as the merge queue's feedback says."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from server.config import Settings
+from server.core.claims import queue
+from server.core.claims.work import release_task
+from server.core.integration import integrator
+from server.core.operators.claims import expire_claim
+from server.core.review import reviews
+from tests.core.helpers import ADMIN, ALICE, BOB
+from tests.git.repo import Work
+from tests.integration.test_merge_queue import HOLDER, collide, commit_in, finish, local_task, make_core
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_killed_agents_commits_and_leftovers_reach_the_next_run_and_main(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    first = work.head()
+    async with make_core(make_settings) as core:
+        task_id = await local_task(core, work)
+        gone = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert gone is not None
+        old = gone.model_dump()
+        committed = commit_in(old, "src/app.py", "print('hello')\n")
+        (Path(old["path"]) / "src" / "half.py").write_text("half = True\n")  # never committed: the agent died
+        await expire_claim(core, ADMIN, task_id, "its agent was killed")
+
+        claim = await queue.claim_task(core, BOB, task_id)
+        space = claim.workspace
+        assert space is not None
+        assert space.continues_run is not None
+        assert space.base_commit == first
+        assert space.start_commit is not None
+        work.git("merge-base", "--is-ancestor", committed, space.start_commit)  # fails unless it descends
+        here = Path(str(space.path))
+        assert (here / "src" / "app.py").read_text() == "print('hello')\n"
+        assert (here / "src" / "half.py").read_text() == "half = True\n"
+        assert claim.base_commit == first
+        commit_in(space.model_dump(), "src/more.py", "more = 1\n")
+        done = await finish(core, BOB, task_id)
+        assert done.review.status == "auto_approved"
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        for name in ("app.py", "half.py", "more.py"):
+            assert (work.path / "src" / name).exists(), name
+
+
+async def test_a_released_run_without_commits_starts_the_next_from_the_target(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings) as core:
+        task_id = await local_task(core, work)
+        await queue.claim_task(core, ALICE, task_id)
+        await release_task(core, ALICE, task_id, "not mine")
+        work.write("src/other.py", "other = 1\n")
+        work.commit("the target moved on meanwhile")
+        space = (await queue.claim_task(core, BOB, task_id)).workspace
+        assert space is not None
+        assert space.continues_run is None
+        assert space.base_commit == work.head()
+
+
+async def test_a_reviewed_attempt_is_built_on_by_the_next_round(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings, review_auto_approve=False) as core:
+        task_id = await local_task(core, work)
+        first = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert first is not None
+        tip = commit_in(first.model_dump(), "src/app.py", "print('hello')\n")
+        done = await finish(core, ALICE, task_id)
+        assert done.evidence_pack is not None
+        await reviews.submit_review(core, ADMIN, done.evidence_pack.id, "needs_changes", "Say it louder")
+        space = (await queue.claim_task(core, BOB, task_id)).workspace
+        assert space is not None
+        assert (space.continues_run, space.start_commit, space.base_commit) == (done.run_id, tip, first.base_commit)
+
+
+async def test_a_conflicted_task_starts_again_from_the_current_target(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings) as core:
+        hit = await collide(core, work)
+        assert await integrator.integrate_waiting(core, HOLDER) == 2
+        space = (await queue.claim_task(core, ALICE, hit.two)).workspace
+        assert space is not None
+        assert space.continues_run is None
+        assert space.base_commit == work.head("main")
