@@ -10,7 +10,8 @@ in its `messages`. A request Claude Code retries therefore gets the same answer,
 (titles, quota probes, summaries: any request whose `tools` name no MCP tool) never consume a step;
 they get a short text. (In print mode, with the harness's environment, Claude Code 2.1.328 sends none:
 only the main conversation, one streaming request per turn.) Every request is recorded (`requests`),
-and every tool result Claude Code sent back on the main conversation is in `tool_results`. A step that
+and every tool result Claude Code sent back on the main conversation is in `tool_results`; a step may read
+the request it answers (`body`), to see what Claude Code added to the conversation (a hook's message). A step that
 raises is recorded in `errors` and answered with a 400, which Claude Code does not retry.
 """
 
@@ -124,6 +125,7 @@ class ScriptedModel:
         self.requests: list[Recorded] = []
         self.tool_results: list[ToolResult] = []
         self.errors: list[str] = []  # requests it could not answer from the script, and failed steps
+        self.body: dict[str, Any] = {}  # the main-conversation request being answered, for a step to read
         self._answers: dict[int, Answer] = {}
         self._lock = anyio.Lock()  # one step at a time, so a retry waits for the answer it repeats
 
@@ -148,6 +150,7 @@ class ScriptedModel:
         index = sum(1 for m in messages if m.get("role") == "assistant")
         if index in self._answers:  # a retry of a request already answered
             return "main", self._answers[index], index
+        self.body = body
         previous = last_tool_result(messages)
         if previous is not None:
             self.tool_results.append(previous)

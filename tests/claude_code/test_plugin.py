@@ -1,6 +1,6 @@
 """The Claude Code plugins (deploy/claude-code/plugin for HTTP, plugin-local for stdio) and their marketplace
-(.claude-plugin/marketplace.json): `claude plugin validate` passes, and Claude Code, with the marketplace added
-and `jct-local@jct` installed, connects to JCT through the plugin's server and calls its tools."""
+(.claude-plugin/marketplace.json): `claude plugin validate` passes (hooks included), and Claude Code, with the
+marketplace added and `jct-local@jct` installed, connects to JCT through the plugin's server and calls its tools."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 LIMIT = 240.0
 PLUGINS = ROOT / "deploy" / "claude-code"
-SHARED = ["skills/jct-work/SKILL.md", "skills/jct-review/SKILL.md", "agents/jct-worker.md", "commands"]
+SHARED = ["skills/jct-work/SKILL.md", "skills/jct-review/SKILL.md", "agents/jct-worker.md", "commands", "hooks"]
 
 
 def test_both_plugins_carry_the_same_skills_agent_and_commands() -> None:
@@ -56,6 +56,9 @@ async def test_claude_plugin_validate_passes(claude_code: ClaudeCode) -> None:
         assert part in provided, runs[0].explain()
     for command in ("work", "review", "status"):
         assert f"commands: jct:{command}" in provided, runs[0].explain()
+    for run in runs[:2]:  # both plugins' hooks (tests/claude_code/test_unattended.py runs them in Claude Code)
+        for hook in ("Stop command", "SubagentStop command", "SessionStart resume|compact command"):
+            assert f"hooks: {hook}" in run.stdout, run.explain()
     assert model.requests == []
 
 
