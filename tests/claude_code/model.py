@@ -8,11 +8,15 @@ one of those, so a later step can use ids an earlier tool returned.
 Which step answers a request is read from the request itself: the number of assistant turns already
 in its `messages`. A request Claude Code retries therefore gets the same answer, and side requests
 (titles, quota probes, summaries: any request whose `tools` name no MCP tool) never consume a step;
-they get a short text. (In print mode, with the harness's environment, Claude Code 2.1.328 sends none:
-only the main conversation, one streaming request per turn.) Every request is recorded (`requests`),
-and every tool result Claude Code sent back on the main conversation is in `tool_results`; a step may read
-the request it answers (`body`), to see what Claude Code added to the conversation (a hook's message). A step that
-raises is recorded in `errors` and answered with a 400, which Claude Code does not retry.
+they get a short text. One that names no MCP tool yet but offers WaitForMcpServers (a server still
+connecting) is answered with a call of it, as a model wanting the server's tools would; that turn is
+not a step either. (In print mode, with the harness's environment, Claude Code 2.1.328 sends no side
+requests: only the main conversation, one streaming request per turn.) Every request is recorded
+(`requests`), and every tool result Claude Code sent back on the main conversation is in `tool_results`;
+a step may read the request it answers (`body`), to see what Claude Code added (a hook's message). A
+step that raises is recorded in `errors` and answered with a 400, which Claude Code does not retry. A
+subagent's conversation (its requests name MCP tools too) is told apart by a text of its system prompt
+and plays a script of its own (`subagents`), counted the same way.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ from starlette.routing import Route
 MODEL = "claude-sonnet-4-5"
 SIDE_TEXT = "OK"
 MCP_PREFIX = "mcp__"
+# Offered while an MCP server is still connecting (a plugin's server, loaded with --plugin-dir, is not waited
+# for before the first request); a model that wants that server's tools calls it, and so does the stand-in.
+WAIT_TOOL = "WaitForMcpServers"
+WAITS = 3  # calls of it in one conversation before the stand-in gives up and answers as to a side request
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,9 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
-    kind: str  # "main" (played or replayed a step), "failed" (its step raised), "side", "count_tokens", "other"
+    # "main" (played or replayed a step), "subagent", "failed" (its step raised), "wait" (WAIT_TOOL called), "side",
+    # "count_tokens", "other"
+    kind: str
     step: int | None = None
 
 
@@ -88,6 +98,17 @@ def tool_names(body: Any) -> list[str]:
     if not isinstance(body, dict):
         return []
     return [str(tool.get("name", "")) for tool in body.get("tools") or [] if isinstance(tool, dict)]
+
+
+def is_wait(message: dict[str, Any]) -> bool:
+    """An assistant turn that only called WAIT_TOOL."""
+    content = message.get("content")
+    return (
+        message.get("role") == "assistant"
+        and isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+        and all(b.get("name") == WAIT_TOOL for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
+    )
 
 
 def last_tool_result(messages: list[dict[str, Any]]) -> ToolResult | None:
@@ -120,8 +141,11 @@ def content_text(content: Any) -> str:
 class ScriptedModel:
     """The stand-in's state: the script, what was asked, and what was answered."""
 
-    def __init__(self, steps: list[Step]) -> None:
+    def __init__(self, steps: list[Step], subagents: dict[str, list[Step]] | None = None) -> None:
         self.steps = list(steps)
+        # A subagent's conversation, told apart by a text of its system prompt, plays a script of its own.
+        self.subagents = {marker: list(script) for marker, script in (subagents or {}).items()}
+        self._subagent_answers: dict[str, dict[int, Answer]] = {marker: {} for marker in self.subagents}
         self.requests: list[Recorded] = []
         self.tool_results: list[ToolResult] = []
         self.errors: list[str] = []  # requests it could not answer from the script, and failed steps
@@ -144,28 +168,37 @@ class ScriptedModel:
             return await self._answer_for(body)
 
     async def _answer_for(self, body: dict[str, Any]) -> tuple[str, Answer, int | None]:
-        if not any(name.startswith(MCP_PREFIX) for name in tool_names(body)):
-            return "side", Reply(SIDE_TEXT), None
         messages = body.get("messages") or []
-        index = sum(1 for m in messages if m.get("role") == "assistant")
-        if index in self._answers:  # a retry of a request already answered
-            return "main", self._answers[index], index
+        names = tool_names(body)
+        if not any(name.startswith(MCP_PREFIX) for name in names):
+            if WAIT_TOOL in names and sum(1 for m in messages if is_wait(m)) < WAITS:
+                return "wait", ToolUse(WAIT_TOOL, {}), None
+            return "side", Reply(SIDE_TEXT), None
+        index = sum(1 for m in messages if m.get("role") == "assistant" and not is_wait(m))
+        kind, steps, answers = "main", self.steps, self._answers
+        system = json.dumps(body.get("system") or "")
+        for marker, script in self.subagents.items():
+            if marker in system:
+                kind, steps, answers = "subagent", script, self._subagent_answers[marker]
+        if index in answers:  # a retry of a request already answered
+            return kind, answers[index], index
         self.body = body
-        previous = last_tool_result(messages)
+        assistant = [m for m in messages if m.get("role") == "assistant"]
+        previous = None if assistant and is_wait(assistant[-1]) else last_tool_result(messages)
         if previous is not None:
             self.tool_results.append(previous)
-        if index >= len(self.steps):
-            self.errors.append(f"request for step {index}, but the script has {len(self.steps)} steps")
+        if index >= len(steps):
+            self.errors.append(f"{kind} request for step {index}, but the script has {len(steps)} steps")
             answer: Answer = Reply("(the script has no more steps)")
         else:
-            step = self.steps[index]
+            step = steps[index]
             if callable(step):
                 made = step(previous)
                 answer = await made if inspect.isawaitable(made) else made
             else:
                 answer = step
-        self._answers[index] = answer
-        return "main", answer, index
+        answers[index] = answer
+        return kind, answer, index
 
     async def messages(self, request: Request) -> Response:
         body = await request.json()
@@ -308,8 +341,10 @@ async def serve_app(app: Any) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def scripted_model(steps: list[Step]) -> AsyncIterator[tuple[ScriptedModel, str]]:
-    """A running stand-in playing `steps`; yields it and its base URL (for ANTHROPIC_BASE_URL)."""
-    model = ScriptedModel(steps)
+async def scripted_model(
+    steps: list[Step], subagents: dict[str, list[Step]] | None = None
+) -> AsyncIterator[tuple[ScriptedModel, str]]:
+    """A running stand-in playing `steps` (and `subagents`' scripts); yields it and its base URL."""
+    model = ScriptedModel(steps, subagents)
     async with serve_app(model.app()) as url:
         yield model, url

@@ -1,7 +1,8 @@
 """The plugins keep Claude Code sessions working (DESIGN section 17), driven through Claude Code itself with the
 scripted stand-in model: three sessions with the HTTP plugin installed drain a mission on one git repository,
 every change merged into its target branch and nobody acting; the Stop hook holds back a session that would stop
-while it holds a claim; the SessionStart hook gives a resumed or compacted session its claim back."""
+while it holds a claim, and SubagentStop the jct-worker subagent; the SessionStart hook gives a resumed or
+compacted session its claim back."""
 
 from __future__ import annotations
 
@@ -190,13 +191,10 @@ async def test_three_sessions_drain_a_mission_into_main(
     keys = {item["task_id"]: item["key"] for item in made["tasks"]}
 
     sessions = []
-    for n in range(SESSIONS):
-        (tmp_path / f"work-{n}").mkdir()
-        sessions.append(
-            ClaudeCode(
-                claude, tmp_path / f"home-{n}", tmp_path / f"work-{n}", claude_code.egress, claude_code.egress_url
-            )
-        )
+    for n in range(SESSIONS):  # each its own HOME, working directory and output files (beside the directory)
+        (tmp_path / f"session-{n}" / "work").mkdir(parents=True)
+        home, work = tmp_path / f"session-{n}" / "claude-home", tmp_path / f"session-{n}" / "work"
+        sessions.append(ClaudeCode(claude, home, work, claude_code.egress, claude_code.egress_url))
     workers = [Worker(f"session {n}", keys) for n in range(SESSIONS)]
     runs: dict[int, Run] = {}
     models: list[ScriptedModel] = []
@@ -251,18 +249,17 @@ def local_plugin_env(jct_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 async def local_session(
-    claude_code: ClaudeCode, model_url: str, env: dict[str, str], prompt: str, *resume: str, **extra: str
+    claude_code: ClaudeCode,
+    model_url: str,
+    env: dict[str, str],
+    prompt: str,
+    *more: str,
+    allow: tuple[str, ...] = (),
+    **extra: str,
 ) -> Run:
-    """`claude -p prompt` with the stdio plugin loaded from its directory, the JCT tools allowed."""
-    args = [
-        "-p",
-        prompt,
-        *resume,
-        "--plugin-dir",
-        str(PLUGIN_LOCAL),
-        "--allowedTools",
-        "mcp__plugin_jct-local_jct-local__*",
-    ]
+    """`claude -p prompt *more` with the stdio plugin loaded from its directory, its tools (and `allow`) allowed."""
+    allowed = ["mcp__plugin_jct-local_jct-local__*", *allow]
+    args = ["-p", prompt, *more, "--plugin-dir", str(PLUGIN_LOCAL), "--allowedTools", *allowed]
     run = await claude_code.run([*args, "--output-format", "json"], model_url, limit=LIMIT, extra=env | extra)
     assert run.returncode == 0, f"{run.explain()}\n{claude_code.mcp_logs()}"
     return run
@@ -394,3 +391,51 @@ async def test_a_resumed_or_compacted_session_gets_its_claim_back(
     assert last.json()["result"] == "Released it.", last.explain()
     assert await task_status(make_settings, task_id) == "queued"
     assert claude_code.egress.attempts == []
+
+
+async def test_the_jct_worker_subagent_is_held_back_by_its_own_stop_hook(
+    claude_code: ClaudeCode, jct_env: dict[str, str], make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """The main session hands the queue to the plugin's jct-worker subagent; the subagent claims a task and would
+    stop holding it: SubagentStop blocks it (from the subagent's own transcript), it releases the claim."""
+    task_id = await enqueued(make_settings)
+    claim: dict[str, Any] = {}
+    model_ref: list[ScriptedModel] = []
+
+    def stop_now(result: ToolResult | None) -> Answer:
+        claim.update(ok(result))
+        return Reply("Stopping here.")
+
+    def release(result: ToolResult | None) -> Answer:
+        assert HELD in request_text(model_ref[0].body), "the SubagentStop hook's block reaches the subagent"
+        args = {"task_id": claim["task_id"], "run_id": claim["run_id"], "reason": "Handing it back."}
+        return ToolUse(tool_named(model_ref[0], "jct_release_task"), args)
+
+    worker: list[Step] = [
+        lambda result: ToolUse(tool_named(model_ref[0], "jct_claim_next"), {}),
+        stop_now,
+        release,
+        lambda result: Reply(f"Released: {ok(result)['task_status']}."),
+    ]
+    hand_over = {"subagent_type": "jct-local:jct-worker", "description": "Work the JCT queue"}
+    # The subagent runs in the background: the main turn ends, and Claude Code tells it when the subagent is done.
+    steps: list[Step] = [
+        ToolUse("Agent", hand_over | {"prompt": "Work the JCT queue."}),
+        Reply("The worker is at it."),
+        lambda result: Reply("The worker is done." if "Released: queued." in request_text(model_ref[0].body) else "?"),
+    ]
+    with anyio.fail_after(LIMIT):
+        async with scripted_model(steps, {"You are a JCT worker": worker}) as (model, model_url):
+            model_ref.append(model)
+            run = await local_session(
+                claude_code,
+                model_url,
+                local_plugin_env(jct_env, tmp_path),
+                "Work the JCT queue.",
+                allow=("Agent",),
+            )
+    assert model.errors == [], "\n".join(model.errors)
+    assert [r.step for r in model.requests if r.kind == "subagent"] == [0, 1, 2, 3], run.explain()
+    assert run.json()["result"] == "The worker is done.", run.explain()
+    assert claim["task_id"] == task_id
+    assert await task_status(make_settings, task_id) == "queued"
