@@ -11,6 +11,7 @@ transport, through the SDK's client, on both databases.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ from server.core.models import key_hash, parse_run_id
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import snapshot
-from tests.transports.conftest import Transport, call, call_error
+from tests.transports.conftest import Transport, call, call_error, http_server, server_env
 from tests.transports.test_workflows import PATCH, enqueue
 
 pytestmark = pytest.mark.anyio
@@ -126,3 +127,29 @@ async def test_a_client_that_reconnects_goes_on_with_its_claim(
                 assert released["task_status"] == "queued"
     finally:
         await core.db.dispose()
+
+
+async def test_the_run_id_with_its_key_acts_on_the_claim_through_another_server_process(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Two `jct serve` processes on one database, clients speaking the stateless protocol (Claude Code's
+    default over HTTP): the claim made through one is finished through the other with its run_id; the bare
+    id, which the other process's listing shows, acts on nothing."""
+    env = server_env(database_url, tmp_path)
+    with anyio.fail_after(LIMIT):
+        async with (
+            http_server(env, tmp_path) as one,
+            http_server(env, tmp_path) as two,
+            Client(f"{one}/mcp") as first,
+            Client(f"{two}/mcp") as second,
+        ):
+            task_id = await enqueue(first)
+            claim = await call(first, "jct_claim_task", task_id=task_id)
+            shown = (await call(second, "jct_get_task", task_id=task_id))["task"]["active_run_id"]
+            assert shown == parse_run_id(claim["run_id"])[0]
+            assert await _attempts(second, task_id, shown) == ["NOT_CLAIMANT"] * 4
+            await call(second, "jct_report_progress", task_id=task_id, run_id=claim["run_id"], message="moved")
+            done = await call(
+                second, "jct_complete_task", task_id=task_id, run_id=claim["run_id"], success=False, summary="no"
+            )
+            assert done["task_status"] in ("failed", "queued")
