@@ -7,7 +7,9 @@ caller claimed. So every agent needs its own claimant identity, even when nothin
   streamable HTTP or SSE session) is its own agent, `local-3f2a9c` or `alice-3f2a9c`, unless
   JCT_AGENT_ID names it. A stateless 2026-07-28 request has no connection that outlives it: its
   caller is plain `local`. The principal is `local`: without
-  tokens nothing is authenticated, so the `run_id` a claim returned is what proves a caller claimed.
+  tokens nothing is authenticated, so the key in the `run_id` a claim returned is what proves a caller
+  claimed (server/core/claims/leases.py). Sessions and streams are capped per session, not per `local`
+  (server/sessions.py).
 - HTTP with JCT_AUTH=token: `TokenIdentity`. The front door (server/auth.py) verifies the bearer token of
   each HTTP request and stores it, as the SDK's `AccessToken`, in the SDK's auth context variable; the SDK
   runs every request handler in the context of the HTTP request that carried the message, so

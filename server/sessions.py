@@ -8,10 +8,21 @@ Three kinds of things stay open between requests and hold memory in this process
 - `ui`: a dashboard page's event stream (/ui/events).
 
 `Sessions` keeps one `Entry` for each, with the principal that opened it and the credential (the token) it
-was opened with. Opening one past `per_principal` for its principal closes that principal's least recently
-used one; past `total` it closes the least recently used idle one of anyone (no request in flight), or the
-least recently used of all when none is idle: a new one is never refused, so no principal can lock out
-another. `watch_revocations` closes everything a revoked token opened within a second.
+was opened with. A new one is never refused, and no client can close another's by opening its own:
+
+- With tokens, a client is its token's principal. Opening one past `per_principal` for its principal closes
+  that principal's least recently used one; past `total` it closes the least recently used idle one of
+  anyone (no request in flight), or the least recently used of all when none is idle.
+- Without tokens, nothing tells one client from another but the entry itself: every caller is `local`, its
+  remote address is 127.0.0.1 like everyone's (and a local program may send from any address of
+  127.0.0.0/8), and a session id is JCT's to hand out but anyone can ask for as many as it likes. So each
+  entry is its own client (a per-principal cap would let one client close everyone's, as `local`), and only
+  `total` bounds them. Past it, the youngest one (the most recently opened, whether or not a request of it
+  is in flight) is closed: what was open before a flood outlives it, the flood displaces only itself and
+  what opened while it lasts (a client whose session closes re-initializes on the 404), and abandoned
+  sessions go at JCT_SESSION_IDLE_SECONDS.
+
+`watch_revocations` closes everything a revoked token opened within a second.
 
 A close request (DELETE) whose token the database cannot check (an outage) is answered 503 and remembered:
 `watch_unclosed` closes the session once the token can be checked and proves to be the one that opened it.
@@ -56,6 +67,7 @@ class Entry:
     close: Close
     last_used: float = 0.0
     busy: int = 0
+    opened: float = 0.0
 
 
 @dataclass
@@ -74,6 +86,13 @@ class Sessions:
     def add(self, entry: Entry) -> None:
         """Register `entry`, first closing what it displaces under the caps."""
         entry.last_used = self.clock()
+        entry.opened = entry.opened or entry.last_used  # an SSE connection re-registered under its id keeps its age
+        if entry.credential is None:  # no token: the entry is its own client, and only the total bounds them
+            while len(self._entries) >= self.total:
+                victim = _youngest(list(self._entries.values()))
+                self._evict(victim, f"{self.total} open in this process (JCT_MAX_SESSIONS); the newest goes first")
+            self._entries[entry.key] = entry
+            return
         mine = [e for e in self._entries.values() if e.principal == entry.principal]
         while len(mine) >= self.per_principal:
             victim = _least_recently_used(mine)
@@ -192,6 +211,12 @@ def _least_recently_used(entries: list[Entry]) -> Entry:
     """The least recently used idle entry, or of all of them when none is idle."""
     idle = [entry for entry in entries if not entry.busy]
     return min(idle or entries, key=lambda entry: entry.last_used)
+
+
+def _youngest(entries: list[Entry]) -> Entry:
+    """The most recently opened entry, busy or not: a flood holding requests in flight must not make an
+    older idle session the one to go."""
+    return max(entries, key=lambda entry: entry.opened)
 
 
 def who(scope: Scope) -> tuple[str, str | None]:

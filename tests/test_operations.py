@@ -23,6 +23,7 @@ from server.config import Settings
 from server.db.engine import Database
 from server.db.tables import runs, tasks
 from server.shutdown import draining_server
+from tests.core.helpers import bare
 from tests.support.servers import serve
 from tests.support.serving import serving
 from tests.transports.conftest import (
@@ -239,7 +240,7 @@ async def test_sigterm_exits_cleanly_and_leaves_claims_claimed(database_url: str
     try:
         async with db.read() as conn:
             task = (await conn.execute(select(tasks).where(tasks.c.id == claimed["task_id"]))).mappings().one()
-            run = (await conn.execute(select(runs).where(runs.c.id == claimed["run_id"]))).mappings().one()
+            run = (await conn.execute(select(runs).where(runs.c.id == bare(claimed["run_id"])))).mappings().one()
     finally:
         await db.dispose()
     assert task["status"] == "running"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +27,8 @@ class Actor:
     that claimed it is the caller's. `session` is the connection the call came through, None for a
     stateless request; with no run named, a call acts on the run this agent claimed through this
     connection; a caller without a session must name its run.
-    `name` and `client` are for display; `client` is self-reported.
+    `name` and `client` are for display; `client` is self-reported. `authenticated`: a bearer token proved
+    the principal; a claim by a caller nothing authenticates gets a claim key (server/core/claims/leases.py).
     """
 
     actor_id: str
@@ -34,6 +38,7 @@ class Actor:
     admin: bool = False
     principal: str = ""
     session: str | None = None
+    authenticated: bool = False
 
     @property
     def claimant(self) -> str:
@@ -129,6 +134,40 @@ def _type_name(value: object) -> str:
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+# Between a run's id and its claim key in the run_id a claim returns without tokens (`<uuid>.<key>`).
+KEY_SEPARATOR = "."
+
+
+def new_claim_key() -> str:
+    return secrets.token_hex(16)
+
+
+def key_hash(key: str) -> str:
+    """What the database keeps of a claim key: its SHA-256, so reading the database does not hand it out."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def run_handle(run_id: str, key: str | None) -> str:
+    """The run_id a claim returns: the run's id, and its claim key when there is one."""
+    return run_id if key is None else f"{run_id}{KEY_SEPARATOR}{key}"
+
+
+def parse_run_id(value: object, field: str = "run_id") -> tuple[str, str | None]:
+    """A run_id as a claim returned it: the run's id (a UUID) and the claim key after it, if any."""
+    if isinstance(value, str) and KEY_SEPARATOR in value:
+        run_id, _, key = value.partition(KEY_SEPARATOR)
+        if not _KEY.fullmatch(key):
+            raise invalid(
+                f"{field} does not end in a claim key (32 hex digits after the '{KEY_SEPARATOR}').",
+                f"Pass the {field} exactly as JCT returned it.",
+            )
+        return parse_id(run_id, field), key
+    return parse_id(value, field), None
+
+
+_KEY = re.compile(r"[0-9a-f]{32}")
 
 
 def parse_moment(value: str | None, field: str) -> datetime | None:

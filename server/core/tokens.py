@@ -68,6 +68,7 @@ class Principal:
             admin=self.admin,
             principal=self.name,
             session=session,
+            authenticated=True,
         )
 
     def may_use(self, tool: str, toolset: str) -> bool:

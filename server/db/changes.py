@@ -280,7 +280,7 @@ async def _change_postgres(
     conn: AsyncConnection, fence: Fence, decide: Decide[R], *, completion: bool
 ) -> Changed[R] | None:
     """Inside Database.write(): fence (with the facts), decide (in a worker thread), write."""
-    fenced = leases.fence_statement(sqlite=False, by_run=fence.run_id is not None)
+    fenced = leases.fence_statement(sqlite=False, by_run=fence.run_id is not None, keyed=fence.key_hash is not None)
     if completion:
         facts = await _fence_with_facts_postgres(conn, fenced, fence)
     else:

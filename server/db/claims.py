@@ -64,6 +64,8 @@ class ClaimRequest:
     repo_prefix: str | None = None
     # With tokens on, the most running claims one principal may hold (JCT_MAX_CLAIMS_PER_AGENT); None: no cap.
     max_claims: int | None = None
+    # The SHA-256 of the claim key the caller gets with its run_id (no tokens); None with tokens.
+    claim_key: str | None = None
 
 
 # How many of its mission's decisions a claim of a mission's task carries, newest first.
@@ -142,10 +144,10 @@ run AS (
     -- The run that holds the lease; its attempt is its number among the task's runs (1, 2 after a
     -- needs_changes round or an expiry), the number its page shows.
     -- It records who claimed: the agent, its principal and its connection (the fence checks them).
-    INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, status, attempt,
-                      lease_expires_at, started_at, budget_ends_at, artifact_root_uri)
+    INSERT INTO runs (id, task_id, issue_id, mode, executor, actor_id, principal, claim_session, claim_key, status,
+                      attempt, lease_expires_at, started_at, budget_ends_at, artifact_root_uri)
     SELECT :run_id, claimed.id, claimed.issue_id, 'agent', CAST(:executor AS jsonb), :actor_id, :principal,
-           CAST(:claim_session AS varchar), 'running',
+           CAST(:claim_session AS varchar), CAST(:claim_key AS varchar), 'running',
            CAST((SELECT count(*) FROM runs prior WHERE prior.task_id = claimed.id) + 1 AS integer),
            now() + make_interval(secs => :lease_seconds), now(),
            now() + make_interval(secs => claimed.time_budget_seconds), :artifact_root_uri
@@ -256,6 +258,7 @@ async def _claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str,
         "actor_id": req.actor_id,
         "principal": req.principal,
         "claim_session": req.claim_session,
+        "claim_key": req.claim_key,
         "actor_kind": req.actor_kind,
         "executor": json.dumps(req.executor),
         "lease_seconds": float(req.lease_seconds),
@@ -375,6 +378,7 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
         "actor_id": req.actor_id,
         "principal": req.principal,
         "claim_session": req.claim_session,
+        "claim_key": req.claim_key,
         "status": "running",
         "attempt": attempt,
         "lease_expires_at": lease_expires_at,

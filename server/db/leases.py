@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, String, bindparam, case, func, select, update
+from sqlalchemy import ColumnElement, Float, String, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningUpdate
@@ -30,8 +30,10 @@ from server.vocab import RunStatus, TaskStatus
 
 @dataclass(frozen=True)
 class Fence:
-    """Who may act on a task's run. With `run_id`: that run, if the caller's principal claimed it. Without:
-    the run this agent (`actor_id`) claimed through this connection (`session`, None for stateless calls)."""
+    """Who may act on a task's run. With `run_id`: that run, if the caller's principal claimed it and, when the
+    claim gave it a key, the caller names the key (`key_hash`) or is the agent and connection that claimed.
+    Without: the run this agent (`actor_id`) claimed through this connection (`session`, None for stateless
+    calls)."""
 
     task_id: str
     run_id: str | None
@@ -39,6 +41,20 @@ class Fence:
     principal: str
     session: str | None
     lease_seconds: float
+    key_hash: str | None = None
+
+    def admits(self, run: Any) -> bool:
+        """Whether `run` (a row with actor_id, principal, claim_session, claim_key) is the caller's, by the
+        fence's own rule: what the fence statement checks, for a run read when it refused."""
+        if self.run_id is None:
+            return bool(run.actor_id == self.actor_id and run.claim_session == self.session)
+        if run.principal != self.principal:
+            return False
+        if self.key_hash is not None:
+            return bool(run.claim_key == self.key_hash)
+        return run.claim_key is None or (
+            self.session is not None and run.actor_id == self.actor_id and run.claim_session == self.session
+        )
 
     def params(self, now: datetime | None = None) -> dict[str, Any]:
         """The statement's parameters (prefixed: an UPDATE takes a parameter named like a column as a value to
@@ -46,6 +62,8 @@ class Fence:
         values: dict[str, Any] = {"fence_task_id": self.task_id}
         if self.run_id is not None:
             values |= {"fence_run_id": self.run_id, "fence_principal": self.principal}
+        if self.key_hash is not None:
+            values["fence_key"] = self.key_hash
         else:
             values |= {"fence_actor_id": self.actor_id, "fence_session": self.session}
         if now is None:
@@ -56,7 +74,7 @@ class Fence:
 
 
 @cache
-def fence_statement(*, sqlite: bool, by_run: bool) -> ReturningUpdate[Any]:
+def fence_statement(*, sqlite: bool, by_run: bool, keyed: bool = False) -> ReturningUpdate[Any]:
     """The fence: renew the lease of the caller's run, only while it is the task's active run with a live lease.
 
     Returns the renewed run (locked until commit on PostgreSQL; SQLite holds the write lock already), or
@@ -75,6 +93,18 @@ def fence_statement(*, sqlite: bool, by_run: bool) -> ReturningUpdate[Any]:
             runs.c.id == bindparam("fence_run_id", type_=String()),
             runs.c.principal == bindparam("fence_principal"),
         ]
+        if keyed:  # the run_id carried the claim's key: whatever the connection, it is the claimant's
+            claimant.append(runs.c.claim_key == bindparam("fence_key", type_=String()))
+        else:  # a bare run_id: a keyed run only for the agent and connection that claimed it
+            claimant.append(
+                or_(
+                    runs.c.claim_key.is_(None),
+                    and_(
+                        runs.c.actor_id == bindparam("fence_actor_id", type_=String()),
+                        runs.c.claim_session == bindparam("fence_session", type_=String()),
+                    ),
+                )
+            )
     else:
         claimant = [
             runs.c.actor_id == bindparam("fence_actor_id", type_=String()),
@@ -96,16 +126,17 @@ def fence_statement(*, sqlite: bool, by_run: bool) -> ReturningUpdate[Any]:
 
 
 @cache
-def _sqlite_fence_sql(by_run: bool) -> tuple[str, dict[str, Any]]:
+def _sqlite_fence_sql(by_run: bool, keyed: bool) -> tuple[str, dict[str, Any]]:
     """The fence as SQLite SQL with named parameters, and the values of its constants (`status = 'running'`)."""
-    compiled = fence_statement(sqlite=True, by_run=by_run).compile(dialect=sqlite_dialect.dialect(paramstyle="named"))
+    statement = fence_statement(sqlite=True, by_run=by_run, keyed=keyed)
+    compiled = statement.compile(dialect=sqlite_dialect.dialect(paramstyle="named"))
     return str(compiled), {name: value for name, value in compiled.params.items() if value is not None}
 
 
 def renew_sqlite(db: Any, fence: Fence, now: datetime) -> dict[str, Any] | None:
     """SQLite, on aiosqlite's thread inside the change's transaction: the same fence as plain SQL, by the
     server's clock as the change read it (`now`)."""
-    sql, constants = _sqlite_fence_sql(fence.run_id is not None)
+    sql, constants = _sqlite_fence_sql(fence.run_id is not None, fence.key_hash is not None)
     params = constants | fence.params(now)
     for name in ("fence_now", "fence_expires"):
         params[name] = rawsqlite.stored_time(params[name])

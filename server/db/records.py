@@ -146,6 +146,7 @@ class Run(Record):
     actor_id: str
     principal: str = ""
     claim_session: str | None = None
+    claim_key: str | None = None  # the SHA-256 of the claim's key (no tokens)
     requires_human: bool = False
     status: str
     attempt: int

@@ -248,6 +248,9 @@ runs = Table(
     Column("principal", String(256), nullable=False, server_default=""),
     # The connection the claim came through (NULL for a stateless request).
     Column("claim_session", String(64), nullable=True),
+    # A claim by a caller nothing authenticates (no tokens): the SHA-256 of the key its run_id carries
+    # (server/core/claims/leases.py). NULL with tokens, whose principal proves who claimed.
+    Column("claim_key", String(64), nullable=True),
     # The agent reported a blocker only a person can lift: never approved automatically.
     Column("requires_human", Boolean, nullable=False, server_default=false()),
     Column("status", String(16), nullable=False),

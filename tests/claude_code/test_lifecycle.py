@@ -14,7 +14,7 @@ from server.core.service import Core
 from tests.claude_code.harness import ERAS, ClaudeCode
 from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
 from tests.claude_code.proxy import mcp_proxy
-from tests.core.helpers import enqueue
+from tests.core.helpers import bare, enqueue
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -102,7 +102,7 @@ async def test_claim_report_complete_through_claude_code(
     assert claim["claimed"] is True
     assert claim["task_id"] == task_id
     assert artifact["type"] == "code_patch"
-    assert artifact["run_id"] == claim["run_id"]
+    assert artifact["run_id"] == bare(claim["run_id"])
     assert completion["task_status"] == "completed"
     assert completion["evidence_pack"]["verdict"] == "pass", completion
     assert completion["review"]["status"] == "auto_approved", completion
@@ -126,5 +126,5 @@ async def test_claim_report_complete_through_claude_code(
     finally:
         await core.db.dispose()
     assert view.task.status == "completed"
-    assert [(r.run_id, r.status) for r in view.runs] == [(claim["run_id"], "done")]
+    assert [(r.run_id, r.status) for r in view.runs] == [(bare(claim["run_id"]), "done")]
     assert [(a.artifact_id, a.type) for a in run_view.artifacts] == [(artifact["artifact_id"], "code_patch")]

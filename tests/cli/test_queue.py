@@ -17,6 +17,7 @@ from server.core.claims import queue, work
 from server.core.models import Actor
 from server.core.review import completion
 from server.core.service import Core
+from tests.core.helpers import bare
 from tests.support.command import jct, local_env, one_error_line
 
 pytestmark = pytest.mark.anyio
@@ -223,7 +224,7 @@ async def test_show_prints_a_task_a_run_and_an_evidence_pack_field_by_field(tmp_
     claim = await queue.claim_next(core, AGENT)
     assert claim.task_id is not None
     assert claim.run_id is not None
-    task_id, run_id = claim.task_id, claim.run_id
+    task_id, run_id = claim.task_id, bare(claim.run_id)
     artifact = await work.report_artifact(
         core, AGENT, task_id, title="The diff", artifact_type="code_patch", content=DIFF
     )
@@ -326,7 +327,7 @@ async def test_stats_reviews_and_a_needs_changes_review_read_right(tmp_path: Pat
         rf"review {UUID.pattern}: needs_changes; task queued, run needs_changes, issue ready, briefing v2\n", out
     ), out
 
-    code, out, err = await jct(tmp_path, "show", claim.run_id, env=env)
+    code, out, err = await jct(tmp_path, "show", bare(claim.run_id), env=env)
     assert code == 0, err
     assert row(out, "status", "needs_changes")
     code, out, err = await jct(tmp_path, "reviews", env=env)

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from server.config import Settings
 from server.core.briefings import intake
-from server.core.models import Actor
+from server.core.models import Actor, parse_run_id
 from server.core.service import Core
 from server.db import tables
 from server.db.engine import Database
@@ -112,3 +112,8 @@ async def race(cores: list[Core], racer: Callable[[Core, int], Awaitable[None]],
             for n, c in enumerate(cores):
                 tg.start_soon(run, c, n)
             start.set()
+
+
+def bare(run_id: str) -> str:
+    """The run's id in the run_id a claim returned (which, without tokens, carries the claim's key)."""
+    return parse_run_id(run_id)[0]

@@ -20,7 +20,7 @@ from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, count, enqueue, race, separate_cores
+from tests.core.helpers import ALICE, BOB, bare, count, enqueue, race, separate_cores
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +66,7 @@ async def test_fifty_claimers_on_separate_connections_produce_exactly_one_winner
         except JctError as err:
             losers.append(err.code)
         else:
-            winners.append(claim.run_id)
+            winners.append(bare(claim.run_id))
 
     async with separate_cores(make_settings(), 50) as cores:
         await race(cores, claimer)
@@ -212,7 +212,7 @@ async def test_claiming_a_running_task_reports_already_claimed_and_leaves_the_cl
 
     assert err.value.code is ErrorCode.TASK_ALREADY_CLAIMED
     assert await count(core, "runs") == 1
-    assert await count(core, "tasks", id=task_id, active_run_id=first.run_id) == 1
+    assert await count(core, "tasks", id=task_id, active_run_id=bare(first.run_id)) == 1
 
 
 async def test_claiming_a_completed_task_reports_already_claimed(core: Core) -> None:

@@ -19,7 +19,7 @@ from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
 from server.errors import ErrorCode, JctError
-from tests.core.helpers import ALICE, BOB, PATCH, count, enqueue, race, separate_cores, snapshot
+from tests.core.helpers import ALICE, BOB, PATCH, bare, count, enqueue, race, separate_cores, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +49,7 @@ async def run_rows(core: Core, task_id: str) -> list[dict[str, Any]]:
 
 async def run_row(core: Core, run_id: str) -> dict[str, Any]:
     async with core.db.read() as conn:
-        row = (await conn.execute(select(tables.runs).where(tables.runs.c.id == run_id))).mappings().one()
+        row = (await conn.execute(select(tables.runs).where(tables.runs.c.id == bare(run_id)))).mappings().one()
     return dict(row)
 
 
@@ -106,7 +106,7 @@ async def claimed_and_expired(core: Core) -> tuple[str, str]:
     task_id = await enqueue(core)
     claim = await queue.claim_task(core, ALICE, task_id)
     await expire_leases(core, task_id)
-    return task_id, claim.run_id
+    return task_id, bare(claim.run_id)
 
 
 async def assert_refused_as_expired(core: Core, late_call: LateCall, task_id: str, run_id: str) -> None:
@@ -146,7 +146,7 @@ async def lease_ends_in_a_minute(core: Core, run_id: str) -> datetime:
     """Time passes: the run's lease now ends a minute from now; when that is."""
     soon = datetime.now(UTC) + timedelta(seconds=60)
     async with core.db.write() as conn:
-        await conn.execute(update(tables.runs).where(tables.runs.c.id == run_id).values(lease_expires_at=soon))
+        await conn.execute(update(tables.runs).where(tables.runs.c.id == bare(run_id)).values(lease_expires_at=soon))
     return soon
 
 
@@ -160,7 +160,7 @@ async def test_progress_renews_the_lease(core: Core) -> None:
     renewed = (await run_row(core, claim.run_id))["lease_expires_at"]
     assert renewed == progress.lease_expires_at
     assert renewed > soon + timedelta(seconds=600)  # lease_seconds is 900: renewal is a fresh full lease
-    assert await audit_actions(core, "Run", claim.run_id) == ["run.progress"]
+    assert await audit_actions(core, "Run", bare(claim.run_id)) == ["run.progress"]
 
 
 async def test_reporting_an_artifact_renews_the_lease_too(core: Core) -> None:
@@ -192,7 +192,7 @@ async def test_sweeper_expires_the_run_and_requeues_the_task_with_one_more_attem
     assert run["status"] == "expired"
     assert run["ended_at"] is not None
     assert (task["status"], task["attempts"], task["active_run_id"], task["claimed_at"]) == ("queued", 1, None, None)
-    assert await audit_actions(core, "Run", claim.run_id) == ["run.lease_expired"]
+    assert await audit_actions(core, "Run", bare(claim.run_id)) == ["run.lease_expired"]
     assert await audit_actions(core, "Task", task_id) == ["task.enqueued", "task.claimed", "task.requeued"]
     assert await count(core, "issues", id=task["issue_id"], status="ready") == 1
     again = await queue.claim_next(core, BOB)

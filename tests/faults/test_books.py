@@ -11,7 +11,7 @@ from server.core.models import Actor
 from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
-from tests.core.helpers import ALICE, BOB
+from tests.core.helpers import ALICE, BOB, bare
 from tests.support.agents import Tally, enqueue_work, patch
 from tests.support.books import Books
 
@@ -32,9 +32,10 @@ async def test_a_clean_run_has_nothing_to_report(core: Core, database_url: str) 
     (task_id,) = await enqueue_work(core, 1)
     claim = await queue.claim_next(core, ALICE)
     assert claim.run_id is not None
+    run_id = bare(claim.run_id)
     artifact_id = await finish(core, ALICE, task_id)
-    tally = Tally(claims={claim.run_id: task_id}, artifacts={artifact_id: claim.run_id})
-    tally.completions[claim.run_id] = task_id
+    tally = Tally(claims={run_id: task_id}, artifacts={artifact_id: run_id})
+    tally.completions[run_id] = task_id
 
     books = await Books.read(database_url)
     assert books.problems(tally) == {}
@@ -52,14 +53,16 @@ async def test_a_task_claimed_twice_is_counted(core: Core, database_url: str) ->
         )
     second = await queue.claim_next(core, BOB)
     assert second.task_id == task_id
+    assert second.run_id is not None
     await finish(core, BOB, task_id)
 
     books = await Books.read(database_url)
     assert books.double_claims() == [
-        f"task {task_id}: run {second.run_id} claimed (audit {books.claims()[1]['id']}) before run {first.run_id} ended"
+        f"task {task_id}: run {bare(second.run_id)} claimed (audit {books.claims()[1]['id']}) "
+        f"before run {bare(first.run_id)} ended"
     ]
     assert books.unaccounted_claims() == [
-        f"run {first.run_id} of task {task_id} ended running, not expired, released or completing its task"
+        f"run {bare(first.run_id)} of task {task_id} ended running, not expired, released or completing its task"
     ]
     # And the tally of a client that was told of writes the database does not hold.
     told = Tally(claims={"not-a-run": task_id}, artifacts={"not-an-artifact": first.run_id})

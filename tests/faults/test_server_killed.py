@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from server.config import Settings
+from tests.core.helpers import bare
 from tests.support.agents import SHORT_LEASES, Job, Tally, crowd, enqueue_work_in, run_all
 from tests.support.books import Books
 from tests.support.servers import Server, serving
@@ -70,7 +71,7 @@ async def test_a_server_killed_mid_run_loses_no_task_and_claims_none_twice(
     assert books.problems(tally) == {}
     # The kill did what it should: every agent of the dead server moved, and claims ran out and came back.
     assert {name for name, _ in tally.reconnections} == {agent.name for agent in on_doomed}
-    assert books.runs[held[0].run_id]["status"] == "expired"
+    assert books.runs[bare(held[0].run_id)]["status"] == "expired"
     assert books.tasks[held[0].task_id]["attempts"] == 1
     assert tally.codes() <= {"LEASE_EXPIRED"}, tally.refusals
     assert "Traceback" not in survivor_log, survivor_log

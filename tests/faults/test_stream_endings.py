@@ -36,12 +36,12 @@ async def read_until_closed(url: str, ended: list[str], opened: anyio.Event) -> 
 
 
 async def test_closed_and_shut_down_streams_end_with_a_line_and_no_traceback(database_url: str, tmp_path: Path) -> None:
-    env = server_env(database_url, tmp_path, log_level="INFO", max_sessions_per_principal=CAP, shutdown_grace_seconds=1)
+    env = server_env(database_url, tmp_path, log_level="INFO", max_sessions=CAP, shutdown_grace_seconds=1)
     ended: list[str] = []
     with anyio.fail_after(LIMIT):
         async with serve(env, tmp_path) as server, anyio.create_task_group() as tg:
             streams = [f"{server.base_url}/sse"] * (CAP + 2) + [f"{server.base_url}/ui/events"]
-            for url in streams:  # one at a time, so the oldest SSE connections are the ones the cap closes
+            for url in streams:  # one at a time: past the cap (no tokens) each closes the newest before it
                 opened = anyio.Event()
                 tg.start_soon(read_until_closed, url, ended, opened)
                 await opened.wait()

@@ -24,6 +24,7 @@ import pytest
 from mcp import Client
 
 from server.config import Settings
+from tests.core.helpers import bare
 from tests.support.agents import LEGACY, MODERN, SHORT_LEASES, Tally, crowd, enqueue_work_in, patch, run_all
 from tests.support.books import Books
 from tests.support.process_agent import ProcessAgent, process_agent
@@ -128,7 +129,15 @@ async def test_vanished_agents_claims_come_back_and_their_late_calls_change_noth
     assert sorted(books.tasks) == sorted(task_ids)
     assert books.problems(tally) == {}
     # Exactly the vanished agents' runs expired, once each; their tasks were finished on a second attempt.
-    vanished = {killed_run: killed_task, modern_run: modern_task, cut_run: cut_task, frozen_run: frozen_task}
+    vanished = {
+        bare(run): task
+        for run, task in (
+            (killed_run, killed_task),
+            (modern_run, modern_task),
+            (cut_run, cut_task),
+            (frozen_run, frozen_task),
+        )
+    }
     expired = {run["id"]: run["task_id"] for run in books.runs.values() if run["status"] == "expired"}
     assert expired == vanished
     for task_id in vanished.values():
@@ -136,5 +145,5 @@ async def test_vanished_agents_claims_come_back_and_their_late_calls_change_noth
         assert [run["attempt"] for run in books.runs_of(task_id)] == [1, 2]
     # What they reported before vanishing stays on their own runs, and no completion cites it.
     reported = {a["run_id"] for a in books.artifacts.values() if a["run_id"] in vanished}
-    assert reported == {modern_run, cut_run, frozen_run}
+    assert reported == {bare(modern_run), bare(cut_run), bare(frozen_run)}
     assert tally.codes() == set(), tally.refusals

@@ -33,6 +33,7 @@ from server.db import tables
 from server.mcp import JctServer
 from server.notify.feed import BATCH
 from tests.conftest import POSTGRES_URL
+from tests.core.helpers import bare
 from tests.support.inbox import Inbox, list_changed, updated
 from tests.support.raw import RawSession
 from tests.support.serving import serving
@@ -97,7 +98,7 @@ async def legacy_watcher_hears_a_completion(watcher_base: str, agent_base: str) 
         Client(f"{agent_base}/mcp", mode="legacy") as agent,
     ):
         task_id, run_id = await claimed_task(agent)
-        uri = f"jct://runs/{run_id}"
+        uri = f"jct://runs/{bare(run_id)}"
         await watcher.subscribe_resource(uri)
         await complete(agent, task_id, run_id)
         await inbox.wait_for(updated(uri))
@@ -137,7 +138,7 @@ async def test_a_completion_on_another_process_reaches_a_2026_listener(database_
         ):
             assert watcher.protocol_version in MODERN_PROTOCOL_VERSIONS
             task_id, run_id = await claimed_task(agent)
-            uri = f"jct://runs/{run_id}"
+            uri = f"jct://runs/{bare(run_id)}"
             async with watcher.listen(resource_subscriptions=[uri]) as events:
                 await complete(agent, task_id, run_id)
                 with anyio.fail_after(NOTIFIED):

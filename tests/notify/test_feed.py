@@ -17,7 +17,7 @@ from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import JctServer, build_mcp
 from server.notify.feed import ChangeFeed
-from tests.core.helpers import ALICE, enqueue
+from tests.core.helpers import ALICE, bare, enqueue
 from tests.support.inbox import Inbox, list_changed, updated
 
 pytestmark = pytest.mark.anyio
@@ -43,7 +43,7 @@ async def claimed(core: Core) -> tuple[str, str]:
     """A task enqueued and claimed by Alice; (task_id, the URI of its run)."""
     task_id = await enqueue(core)
     claim = await queue.claim_task(core, ALICE, task_id)
-    return task_id, f"jct://runs/{claim.run_id}"
+    return task_id, f"jct://runs/{bare(claim.run_id)}"
 
 
 async def test_legacy_subscriber_hears_about_a_completion_by_another_agent(core: Core, watched: Watched) -> None:

@@ -22,7 +22,7 @@ from server.core.briefings import intake
 from server.core.service import Core
 from server.db.copy import copy_database
 from tests.conftest import POSTGRES_URL, drop_postgres_database, postgres_database
-from tests.core.helpers import ADMIN, snapshot
+from tests.core.helpers import ADMIN, bare, snapshot
 from tests.support.raw import RawSession
 from tests.support.serving import serving
 
@@ -213,7 +213,7 @@ async def test_a_run_that_stores_more_than_its_cap_gets_payload_too_large(served
         assert refused["code"] == "PAYLOAD_TOO_LARGE"
         assert "JCT_MAX_RUN_ARTIFACT_BYTES" in refused["message"]
         assert await snapshot(served.core) == before
-        run_dir = served.core.store.run_dir(served.run_id)
+        run_dir = served.core.store.run_dir(bare(served.run_id))
         assert len([p for p in run_dir.rglob("*") if p.is_file()]) == 2
         # A remote URI stores nothing here and still fits.
         linked = await tool(

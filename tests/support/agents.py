@@ -32,7 +32,7 @@ from mcp_types import CONNECTION_CLOSED
 
 from server.config import Settings
 from server.core.briefings import intake
-from server.core.models import Actor
+from server.core.models import Actor, parse_run_id
 from server.core.service import Core
 
 LEGACY = "legacy"
@@ -194,12 +194,12 @@ class Agent:
                     await anyio.sleep(self.idle_seconds)  # claims held elsewhere may come back to the queue
                     continue
                 self.job = Job(claim["task_id"], claim["run_id"])
-                self.tally.claims[self.job.run_id] = self.job.task_id
+                self.tally.claims[parse_run_id(self.job.run_id)[0]] = self.job.task_id
                 self.tally.changed()
             try:
                 await self._finish(client, self.job)
             except LeaseLost:
-                self.tally.dropped.append(self.job.run_id)
+                self.tally.dropped.append(parse_run_id(self.job.run_id)[0])
             self.job = None
 
     async def _finish(self, client: Client, job: Job) -> None:
@@ -216,7 +216,7 @@ class Agent:
                 media_type="text/x-diff",
             )
             job.artifact_id = reported["artifact_id"]
-            self.tally.artifacts[reported["artifact_id"]] = job.run_id
+            self.tally.artifacts[reported["artifact_id"]] = parse_run_id(job.run_id)[0]
             self.tally.changed()
         if self.before_complete is not None:
             await self.before_complete(job)
@@ -230,7 +230,7 @@ class Agent:
             criteria_results=[{"criterion": 0, "status": "satisfied", "evidence": [job.artifact_id]}],
         )
         assert completed["task_status"] == "completed", completed
-        self.tally.completions[job.run_id] = job.task_id
+        self.tally.completions[parse_run_id(job.run_id)[0]] = job.task_id
         self.tally.changed()
 
     async def _nothing_left(self, client: Client) -> bool:

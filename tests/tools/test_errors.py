@@ -15,6 +15,7 @@ from sqlalchemy import text, update
 
 from server.config import Settings
 from server.db import tables
+from tests.core.helpers import bare
 from tests.tools.conftest import ClientFactory, error, ok
 from tests.world import fill, small_disk
 
@@ -57,7 +58,9 @@ async def test_claim_and_fence_codes(connect: ClientFactory, make_settings) -> N
             assert too_big["code"] == "PAYLOAD_TOO_LARGE"
             async with core.db.write() as conn:
                 past = datetime(2000, 1, 1, tzinfo=UTC)
-                await conn.execute(update(tables.runs).where(tables.runs.c.id == run_id).values(lease_expires_at=past))
+                await conn.execute(
+                    update(tables.runs).where(tables.runs.c.id == bare(run_id)).values(lease_expires_at=past)
+                )
             late = await error(alice, "jct_complete_task", task_id=task_id, success=True, summary="x")
             assert late["code"] == "LEASE_EXPIRED"
             assert (await ok(alice, "jct_claim_task", task_id=other))["task_id"] == other

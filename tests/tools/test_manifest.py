@@ -11,6 +11,7 @@ from mcp import Client
 from mcp_types import TextResourceContents
 
 from server.core.service import Core
+from tests.core.helpers import bare
 from tests.tools.conftest import ClientFactory, ok
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +30,7 @@ async def test_completion_writes_the_manifest_and_the_run_page_serves_it(connect
     async with connect(core=core) as client:
         task = await ok(client, "jct_enqueue_task", **TASK)
         claim = await ok(client, "jct_claim_task", task_id=task["task_id"])
-        run_id = claim["run_id"]
+        run_id = bare(claim["run_id"])
         guide = await ok(
             client, "jct_report_artifact", task_id=task["task_id"], title="guide.md", artifact_type="doc", content=GUIDE
         )
@@ -81,7 +82,7 @@ async def test_a_retried_completion_writes_a_lost_manifest_again(connect: Client
         await ok(client, "jct_report_artifact", task_id=task["task_id"], title="g.md", artifact_type="doc", content="x")
         arguments = {"task_id": task["task_id"], "success": True, "summary": "Done"}
         first = await ok(client, "jct_complete_task", **arguments)
-        path = core.store.run_dir(claim["run_id"]) / "manifest.json"
+        path = core.store.run_dir(bare(claim["run_id"])) / "manifest.json"
         written = path.read_text()
         path.unlink()  # lost, say to a full disk after the completion committed
         again = await ok(client, "jct_complete_task", **arguments)

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from server.core.service import Core
 from server.db import tables
 from server.db.migrate import alembic_config, upgrade
-from tests.core.helpers import snapshot
+from tests.core.helpers import bare, snapshot
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio
@@ -50,13 +50,13 @@ async def failed_task(client: Client, objective: str = "Fix the bug") -> tuple[s
         summary="could not",
         error_message="tests fail",
     )
-    return task_id, str(claim["run_id"])
+    return task_id, bare(claim["run_id"])
 
 
 async def age_run(core: Core, run_id: str, **moved: timedelta) -> None:
     """Move a run's clock fields into the past (what hours of silence would leave behind); a run started
     earlier has its budget end earlier by as much."""
-    now = datetime.now(UTC)
+    now, run_id = datetime.now(UTC), bare(run_id)
     runs = tables.runs.c
     async with core.db.write() as conn:
         started, budget_end = (
@@ -179,7 +179,7 @@ async def test_list_agents_shows_claims_held_with_lease_ends_and_counts(connect:
     assert set(agents) == {"agent-a", "agent-b"}
     assert agents["agent-a"]["claims_held"] == 1
     (claimed,) = agents["agent-a"]["claims"]
-    assert (claimed["task_id"], claimed["run_id"], claimed["objective"]) == (held, claim["run_id"], "held by a")
+    assert (claimed["task_id"], claimed["run_id"], claimed["objective"]) == (held, bare(claim["run_id"]), "held by a")
     assert claimed["lease_expires_at"] == claim["lease_expires_at"]
     assert (agents["agent-a"]["done"], agents["agent-a"]["failed"]) == (0, 0)
     assert (agents["agent-b"]["claims"], agents["agent-b"]["done"], agents["agent-b"]["failed"]) == ([], 0, 1)
@@ -228,7 +228,7 @@ async def test_list_stuck_names_each_kind_with_its_reason_and_action(connect: Cl
     for item in items:
         assert item["reason"]
         assert item["action"]
-        assert item["run_id"] == runs[item["task_id"]]
+        assert item["run_id"] == bare(runs[item["task_id"]])
         assert item["agent"] == "agent-s"
     assert "60s" in by_task[over]["reason"]
     assert "No progress" in by_task[silent]["reason"]
@@ -298,7 +298,7 @@ async def test_a_claim_sets_its_budget_end_and_the_migration_fills_it_in_for_run
     task = await enqueue(agent, "timed", time_budget_seconds=90)
     run_id = (await ok(agent, "jct_claim_task", task_id=task))["run_id"]
     runs = tables.runs.c
-    query = select(runs.started_at, runs.budget_ends_at).where(runs.id == run_id)
+    query = select(runs.started_at, runs.budget_ends_at).where(runs.id == bare(run_id))
     async with core.db.read() as conn:
         started, budget_end = (await conn.execute(query)).one()
     assert budget_end - started == timedelta(seconds=90)

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from server.core.claims import queue
 from server.core.service import Core
 from server.db import tables
+from tests.core.helpers import bare
 from tests.tools.conftest import ClientFactory, error, ok
 
 pytestmark = pytest.mark.anyio
@@ -132,5 +133,7 @@ async def test_one_report_with_telemetry_and_a_human_blocker_keeps_both(connect:
         run = (await ok(client, "jct_get_run", run_id=run_id))["run"]
     assert run["telemetry"] == {"tokens_input": 700}
     async with core.db.read() as conn:
-        held = (await conn.execute(select(tables.runs.c.requires_human).where(tables.runs.c.id == run_id))).scalar()
+        held = (
+            await conn.execute(select(tables.runs.c.requires_human).where(tables.runs.c.id == bare(run_id)))
+        ).scalar()
     assert held is True

@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 from server.core.claims import sweeper
 from server.core.service import Core
 from server.db import tables
-from tests.core.helpers import snapshot
+from tests.core.helpers import bare, snapshot
 from tests.transports.conftest import Transport, call, call_error, report
 from tests.transports.test_workflows import PATCH, enqueue
 
@@ -73,11 +73,11 @@ async def test_a_zombie_never_touches_the_run_of_the_agent_that_reclaimed_its_ta
             async with transport(auto_rework=False) as zombie, transport(auto_rework=False) as successor:
                 task_id = await enqueue(zombie)
                 stale = await call(zombie, "jct_claim_task", task_id=task_id)
-                await _lapse_and_sweep(core, stale["run_id"])
+                await _lapse_and_sweep(core, bare(stale["run_id"]))
                 fresh = await call(successor, "jct_claim_next")
                 assert fresh["task_id"] == task_id
                 assert fresh["run_id"] != stale["run_id"]
-                before, fresh_run = await snapshot(core), await _run_row(core, fresh["run_id"])
+                before, fresh_run = await snapshot(core), await _run_row(core, bare(fresh["run_id"]))
 
                 codes = await _late_calls(zombie, task_id, stale["run_id"] if names_its_run else None)
 
@@ -87,7 +87,7 @@ async def test_a_zombie_never_touches_the_run_of_the_agent_that_reclaimed_its_ta
                     # A stateless caller without a token is nobody in particular: it must name its run.
                     assert codes == ["INVALID_ARGUMENT", "INVALID_ARGUMENT"]
                 assert await snapshot(core) == before
-                assert await _run_row(core, fresh["run_id"]) == fresh_run
+                assert await _run_row(core, bare(fresh["run_id"])) == fresh_run
 
                 # The successor's work goes on as if the zombie had never woken up.
                 await report(successor, task_id, fresh["run_id"], PATCH)
@@ -95,7 +95,7 @@ async def test_a_zombie_never_touches_the_run_of_the_agent_that_reclaimed_its_ta
                     successor, "jct_complete_task", task_id=task_id, run_id=fresh["run_id"], success=True, summary="ok"
                 )
                 assert done["task_status"] == "completed"
-                assert done["run_id"] == fresh["run_id"]
+                assert done["run_id"] == bare(fresh["run_id"])
     finally:
         await core.db.dispose()
 
@@ -112,12 +112,14 @@ async def test_two_stdio_processes_sharing_jct_agent_id_are_fenced_apart(
             async with transport(agent_id="bot") as zombie, transport(agent_id="bot") as successor:
                 task_id = await enqueue(zombie)
                 stale = await call(zombie, "jct_claim_task", task_id=task_id)
-                await _lapse_and_sweep(core, stale["run_id"])
+                await _lapse_and_sweep(core, bare(stale["run_id"]))
                 fresh = await call(successor, "jct_claim_next")
                 assert fresh["task_id"] == task_id
-                assert (await _run_row(core, fresh["run_id"]))["actor_id"] == (await _run_row(core, stale["run_id"]))[
-                    "actor_id"
-                ]
+                fresh_row, stale_row = (
+                    await _run_row(core, bare(fresh["run_id"])),
+                    await _run_row(core, bare(stale["run_id"])),
+                )
+                assert fresh_row["actor_id"] == stale_row["actor_id"]
                 before = await snapshot(core)
 
                 assert await _late_calls(zombie, task_id, None) == ["LEASE_EXPIRED", "LEASE_EXPIRED"]
@@ -127,7 +129,7 @@ async def test_two_stdio_processes_sharing_jct_agent_id_are_fenced_apart(
                 progress = await call(
                     successor, "jct_report_progress", task_id=task_id, message="still mine", run_id=fresh["run_id"]
                 )
-                assert progress["run_id"] == fresh["run_id"]
+                assert progress["run_id"] == bare(fresh["run_id"])
     finally:
         await core.db.dispose()
 
@@ -146,7 +148,7 @@ async def test_each_connection_is_its_own_agent_by_default(
                 await enqueue(one, objective="second")
                 first = await call(one, "jct_claim_next")
                 second = await call(two, "jct_claim_next")
-                a, b = await _run_row(core, first["run_id"]), await _run_row(core, second["run_id"])
+                a, b = await _run_row(core, bare(first["run_id"])), await _run_row(core, bare(second["run_id"]))
                 assert a["actor_id"] != b["actor_id"]
                 assert a["principal"] == b["principal"] == "local"
                 base = "local" if transport.kind != "stdio" else a["actor_id"].rsplit("-", 1)[0]

@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from tests.core.helpers import bare
 from tests.transports.conftest import Transport, call, call_error, report
 
 pytestmark = pytest.mark.anyio
@@ -95,7 +96,7 @@ async def test_happy_path_ends_auto_approved(transport: Transport) -> None:
             log = await report(
                 agent, task_id, claim["run_id"], PASSING_TESTS, title="Test results", artifact_type="log"
             )
-            assert patch["run_id"] == log["run_id"] == claim["run_id"]
+            assert patch["run_id"] == log["run_id"] == bare(claim["run_id"])
 
             done = await complete_citing(
                 agent,
@@ -207,7 +208,7 @@ async def test_review_agent_approves_pending_work(transport: Transport) -> None:
             item = pending["reviews"][0]
             assert item["evidence_pack_id"] == done["evidence_pack"]["id"]
             run_id = item["run_id"]
-            assert run_id == claim["run_id"]
+            assert run_id == bare(claim["run_id"])
 
             evidence = await call(reviewer, "jct_get_evidence", run_id=run_id)
             assert evidence["evidence_pack"]["verdict"] == done["evidence_pack"]["verdict"]

@@ -23,6 +23,7 @@ from server.core.review import completion
 from server.core.service import Core
 from server.db import queries, tables
 from server.errors import ErrorCode, JctError
+from tests.core.helpers import bare
 from tests.support.serving import running
 from tests.ui.test_pages import asgi, csrf_of
 
@@ -44,7 +45,7 @@ async def claimed(core: Core, objective: str = "Held by a lost agent") -> tuple[
     task = await intake.enqueue_task(core, ADMIN, objective=objective, operation="docs", target_repo="a/b")
     claim = await queue.claim_task(core, AGENT, task.task_id)
     assert claim.run_id is not None
-    return task.task_id, claim.run_id
+    return task.task_id, bare(claim.run_id)
 
 
 async def statuses(core: Core, task_id: str, run_id: str) -> tuple[str, str, int]:
@@ -134,7 +135,7 @@ async def test_expire_now_ends_the_claim_as_a_lapsed_lease_would_and_counts_the_
         assert second.run_id is not None
         again = await http.post(f"/ui/tasks/{task_id}/expire", data={"reason": "killed again", "csrf": token})
         assert again.status_code == 303
-        assert await statuses(core, task_id, second.run_id) == ("failed", "expired", 2)
+        assert await statuses(core, task_id, bare(second.run_id)) == ("failed", "expired", 2)
 
 
 async def test_a_queued_task_has_no_claim_to_release_or_expire(dashboard: Dashboard) -> None:

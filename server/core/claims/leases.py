@@ -5,13 +5,20 @@ complete, release) acts on one run: the `run_id` it names, else the run its agen
 connection. It passes the fence (server/db/leases.py `fence_statement`) only while that run is the task's
 active run, its lease is live, and the caller is its claimant; passing renews the lease. A late call gets
 LEASE_EXPIRED and changes nothing, also when the task was re-claimed under the same identity.
+
+Who is the claimant: with tokens, the principal that claimed (a token proves it). Without tokens every caller
+is `local`, and a run's id is no secret (jct_get_task, resources, the dashboard and the audit log show it), so
+the claim's result hands out its run_id with a key appended (`<run id>.<32 hex digits>`; the runs table keeps
+only its hash). A call naming the run with its key acts on it from any connection and any process: the
+stateless protocol, a client that reconnected, another server on the same database. A call naming the bare
+id acts on it only from the agent and connection that claimed it; from anyone else it gets NOT_CLAIMANT.
 """
 
 from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core.models import Actor, parse_id
+from server.core.models import Actor, key_hash, parse_run_id
 from server.core.service import Core
 from server.db import leases, queries
 from server.db.leases import Fence
@@ -19,20 +26,29 @@ from server.db.records import FencedRun
 from server.errors import ErrorCode, JctError, invalid, not_found, task_not_found
 from server.vocab import RunStatus, TaskStatus
 
-NAME_YOUR_RUN = "Pass the run_id that jct_claim_task or jct_claim_next returned."
+NAME_YOUR_RUN = "Pass the run_id that jct_claim_task or jct_claim_next returned, exactly as it returned it."
 
 
 def fence_for(core: Core, actor: Actor, task_id: str, run_id: str | None) -> Fence:
     """The fence a call of `actor` on `task_id` must pass."""
+    key = None
     if run_id is not None:
-        run_id = parse_id(run_id, "run_id")
+        run_id, key = parse_run_id(run_id)
     elif actor.session is None:
         raise invalid(
             "This call names no run_id, and it came without a session (the stateless protocol), so nothing "
             "tells your claim apart from another agent's.",
             NAME_YOUR_RUN,
         )
-    return Fence(task_id, run_id, actor.actor_id, actor.claimant, actor.session, core.settings.lease_seconds)
+    return Fence(
+        task_id,
+        run_id,
+        actor.actor_id,
+        actor.claimant,
+        actor.session,
+        core.settings.lease_seconds,
+        key_hash=key_hash(key) if key is not None else None,
+    )
 
 
 async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
@@ -61,12 +77,8 @@ async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
             f"Run {run.id} is a run of task {run.task_id}, not of task {fence.task_id}.",
             "Pass the task_id and run_id of the same claim.",
         )
-    if fence.run_id is not None and run.principal != fence.principal:
-        return JctError(
-            ErrorCode.NOT_CLAIMANT,
-            f"Run {run.id} was claimed by another agent.",
-            "Work only on runs you claimed; use jct_claim_next to get one.",
-        )
+    if not fence.admits(run):
+        return not_claimant(fence, run)
     if _lapsed(run):
         expired_at = run.lease_expires_at
         return JctError(
@@ -84,6 +96,22 @@ async def refusal(core: Core, conn: AsyncConnection, fence: Fence) -> JctError:
     )
 
 
+def not_claimant(fence: Fence, run: FencedRun) -> JctError:
+    if run.principal == fence.principal and run.claim_key is not None:
+        # Without tokens: a bare id from another connection, or a key that is not this run's.
+        return JctError(
+            ErrorCode.NOT_CLAIMANT,
+            f"Run {run.id} was claimed by another agent, or through another connection.",
+            "Pass the run_id exactly as your claim returned it (with the key after its '.'); a run_id read "
+            "anywhere else does not act on a claim. Work only on runs you claimed; use jct_claim_next to get one.",
+        )
+    return JctError(
+        ErrorCode.NOT_CLAIMANT,
+        f"Run {run.id} was claimed by another agent.",
+        "Work only on runs you claimed; use jct_claim_next to get one.",
+    )
+
+
 def _lapsed(run: FencedRun) -> bool:
     """The run lost its lease: swept already, or running past its lease or after the task moved on."""
     return bool(
@@ -96,9 +124,7 @@ async def claimant_run(core: Core, conn: AsyncConnection, fence: Fence) -> Fence
     run = await leases.claimant_run(conn, fence, core.now())
     if run is None or run.task_id != fence.task_id:
         return None
-    if fence.run_id is not None and run.principal != fence.principal:
-        return None
-    return run
+    return run if fence.admits(run) else None
 
 
 async def open_run(core: Core, conn: AsyncConnection, fence: Fence) -> FencedRun | None:

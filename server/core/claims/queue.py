@@ -18,7 +18,17 @@ from server.core.claims import work
 from server.core.git import verified
 from server.core.integration import workspace
 from server.core.missions import graph
-from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
+from server.core.models import (
+    Actor,
+    Limits,
+    check_text,
+    key_hash,
+    new_claim_key,
+    new_id,
+    parse_enum,
+    parse_id,
+    run_handle,
+)
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import claims, counts, holds, integrations, listing, queries
 from server.errors import ErrorCode, JctError, invalid, task_not_found
@@ -190,7 +200,7 @@ async def _hand_over(core: Core, actor: Actor, claimed: dict[str, Any]) -> r.Cla
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             try:
-                await work.release_task(core, actor, claimed["id"], GONE, run_id=claimed["active_run_id"])
+                await work.release_task(core, actor, claimed["id"], GONE, run_id=claimed["run_handle"])
             except Exception:  # the database went away too: the lease lapses and the sweeper requeues the task
                 log.warning("could not release task %s claimed for a call that went away", claimed["id"], exc_info=True)
         raise
@@ -209,6 +219,8 @@ async def _claim(
     repo_prefix: str | None = None,
 ) -> dict[str, Any] | None:
     run_id = new_id()
+    # Nothing proves who a caller without a token is: its run_id carries a key only this result hands out.
+    key = None if actor.authenticated else new_claim_key()
     request = claims.ClaimRequest(
         run_id=run_id,
         actor_id=actor.actor_id,
@@ -224,9 +236,10 @@ async def _claim(
         # With tokens on, one principal holds at most JCT_MAX_CLAIMS_PER_AGENT claims at once. (With
         # JCT_AUTH=none every local session shares one principal, so there is no cap.)
         max_claims=core.settings.max_claims_per_agent if core.settings.auth == "token" else None,
+        claim_key=key_hash(key) if key is not None else None,
     )
     try:
-        return await claims.claim(core.db, request)
+        row = await claims.claim(core.db, request)
     except holds.ClaimConflict as conflict:
         raise task_conflicts(conflict) from None
     except claims.ClaimCapReached as reached:
@@ -236,6 +249,7 @@ async def _claim(
             f"You already hold {reached.held} claims; the limit per agent is {cap} (JCT_MAX_CLAIMS_PER_AGENT).",
             "Complete or release one of your claimed tasks (jct_complete_task / jct_release_task), then claim again.",
         ) from None
+    return None if row is None else {**row, "run_handle": run_handle(run_id, key)}
 
 
 # The overlapping pairs a TASK_CONFLICTS message names at most.
@@ -259,7 +273,7 @@ def task_conflicts(refused: holds.ClaimConflict) -> JctError:
 async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
     """What a claim returns: the claimed row's fields, and the base commit it recorded (a verifiable task)."""
     fields = _claim_fields(claimed)
-    run_id = fields["run_id"]
+    run_id = claimed["active_run_id"]
     place, base = await verified.base_of(core, run_id, claimed["target_repo"], claimed["target_ref"])
     made = None
     if place is not None and base is not None:
@@ -283,7 +297,7 @@ def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
     snapshot_row = snapshot if snapshot["id"] is not None else None
     return {
         "task_id": row["id"],
-        "run_id": row["active_run_id"],
+        "run_id": row["run_handle"],
         "trace_id": row["trace_id"],
         "objective": row["objective"],
         "operation": row["operation"],

@@ -8,7 +8,7 @@ from typing import Any
 from server.core import results
 from server.core.git import gitcli
 from server.core.git.repos import Place
-from server.core.models import Limits, check_text, parse_id
+from server.core.models import Limits, check_text, parse_run_id
 from server.core.service import Core
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid, not_found
@@ -141,7 +141,7 @@ async def git_diff(
 async def run_diff(core: Core, run_id: str, *, path: str | None = None, max_chars: int = 20_000) -> results.GitText:
     """What a run changed in its repository, read by JCT: base_commit to the commit it reported (for a local
     working tree, to the tree as it is now when no commit was reported)."""
-    run_id = parse_id(run_id, "run_id")
+    run_id, _key = parse_run_id(run_id)
     async with core.db.read() as conn:
         run = await queries.get_run(conn, run_id)
         task = await queries.get_task(conn, run.task_id) if run is not None else None

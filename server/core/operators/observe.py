@@ -8,7 +8,7 @@ import anyio
 
 from server.core import results, views
 from server.core.briefings import doctrine as doctrine_rule
-from server.core.models import parse_enum, parse_id
+from server.core.models import parse_enum, parse_id, parse_run_id
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import integrations, missions, queries
 from server.db.claims import DECISIONS_SHOWN
@@ -84,7 +84,7 @@ async def get_task(core: Core, task_id: str) -> results.TaskView:
 
 
 async def get_run(core: Core, run_id: str) -> results.RunView:
-    run_id = parse_id(run_id, "run_id")
+    run_id, _key = parse_run_id(run_id)
     async with core.db.read() as conn:
         run = await queries.get_run(conn, run_id)
         if run is None:
@@ -103,7 +103,7 @@ async def get_run(core: Core, run_id: str) -> results.RunView:
 
 
 async def get_evidence(core: Core, run_id: str) -> results.EvidenceView:
-    run_id = parse_id(run_id, "run_id")
+    run_id, _key = parse_run_id(run_id)
     async with core.db.read() as conn:
         pack = await queries.evidence_pack_for_run(conn, run_id)
         if pack is None:

@@ -18,7 +18,7 @@ from sqlalchemy import RowMapping
 
 from server.core import results, views
 from server.core.briefings import doctrine
-from server.core.models import parse_id
+from server.core.models import parse_id, parse_run_id
 from server.core.review import manifest
 from server.core.service import Core
 from server.db import integrations, listing, queries
@@ -223,7 +223,7 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
 
 
 async def run_page(core: Core, run_id: str) -> RunPage:
-    run_id = parse_id(run_id, "run_id")
+    run_id, _key = parse_run_id(run_id)  # the run_id a claim returned reads its run too
     async with core.db.read() as conn:
         run = await queries.get_run(conn, run_id)
         if run is None:
