@@ -102,6 +102,11 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def _cost(spent: Any) -> str:
+    """What runs reported spending (results.Spent), short: `$1.25 · 48,000 tokens`."""
+    return f"${spent.cost_usd:.2f} · {int(spent.tokens):,} tokens"
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -112,4 +117,5 @@ def _environment() -> Environment:
     env.filters["when"] = _when
     env.filters["iso"] = _iso
     env.filters["pretty"] = _pretty
+    env.filters["cost"] = _cost
     return env
