@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, Response
 from server.auth import RateLimiter
 from server.connections import Repeats
 from server.core.service import Core
+from server.markdown import duration
 from server.notify.hub import NotificationHub
 from server.sessions import Sessions
 from server.ui.access import FORM_COOKIE, Access, Viewer
@@ -118,4 +119,5 @@ def _environment() -> Environment:
     env.filters["iso"] = _iso
     env.filters["pretty"] = _pretty
     env.filters["cost"] = _cost
+    env.filters["duration"] = duration
     return env
