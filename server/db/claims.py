@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import holds, queries, rawsqlite
@@ -109,12 +109,12 @@ BRIEFING_SQL = ", ".join(
 # Both sums move in the transaction of each report (server/db/changes.py Spend).
 SPENT = "(m.spent_cost_usd >= m.max_cost_usd OR m.spent_tokens >= m.max_tokens)"
 
-# Not a task of a mission whose budget is spent: such tasks are passed over, never handed out. The OR keeps the
-# test a per-row subplan on PostgreSQL (not an anti-join that would read every queued task before the LIMIT),
-# and costs a primary-key read only for a mission's tasks.
+# Not a task of a mission whose budget is spent: such tasks are passed over, never handed out. A scalar subquery,
+# not NOT EXISTS: PostgreSQL turns that into a hashed subplan that reads every spent mission on each claim; this is
+# one primary-key read per mission task the claim looks at (none for a task of no mission). NULL (no limit) is
+# not spent.
 WITHIN_BUDGET = (
-    " AND (tasks.mission_id IS NULL"
-    f" OR NOT EXISTS (SELECT 1 FROM missions m WHERE m.id = tasks.mission_id AND {SPENT}))"
+    f" AND (tasks.mission_id IS NULL OR (SELECT {SPENT} FROM missions m WHERE m.id = tasks.mission_id) IS NOT TRUE)"
 )
 
 
@@ -146,13 +146,15 @@ def _asked(operation: str | None, repo_prefix: str | None, *, sqlite: bool) -> t
     return filters, values | {"repo_prefix": _like_prefix(repo_prefix)}
 
 
-# The mission whose spent budget holds back a queued task (claim-by-id's, or claim-next's first in line that the
-# filters match), and how many of its tasks wait: what a refused claim names.
-_HELD_BY_BUDGET = f"""
+# What a refused claim names, read only when a claim found nothing: first the active missions whose budget is
+# spent (ix_missions_status_created_at_id: the active ones, none to read further in the usual case), then among
+# their queued tasks the one the claim would have taken, with its mission and how many of its tasks wait.
+_SPENT_MISSIONS = f"SELECT m.id FROM missions m WHERE m.status = 'active' AND {SPENT} LIMIT 1000"
+_HELD_BY_BUDGET = """
 SELECT m.id, m.title, m.max_cost_usd, m.max_tokens, m.spent_cost_usd, m.spent_tokens,
        (SELECT count(*) FROM tasks w WHERE w.mission_id = m.id AND w.status = 'queued') AS waiting
 FROM tasks JOIN missions m ON m.id = tasks.mission_id
-WHERE tasks.status = 'queued' AND {SPENT}{{filters}}
+WHERE tasks.mission_id IN :spent AND tasks.status = 'queued'{filters}
 ORDER BY tasks.priority, tasks.queued_at, tasks.id
 LIMIT 1"""
 
@@ -162,11 +164,15 @@ async def held_by_budget(
 ) -> dict[str, Any] | None:
     """Why a claim found nothing, when it is a spent budget: the mission (id, title, budget, spending, tasks
     waiting) that holds back the task `task_id`, or else the first queued task the claim-next filters match."""
+    spent = [row[0] for row in (await conn.execute(text(_SPENT_MISSIONS))).all()]
+    if not spent:
+        return None
     if task_id is not None:
         filters, values = " AND tasks.id = :task_id", {"task_id": task_id}
     else:
         filters, values = _asked(operation, repo_prefix, sqlite=conn.dialect.name == "sqlite")
-    row = (await conn.execute(text(_HELD_BY_BUDGET.format(filters=filters)), values)).mappings().first()
+    query = text(_HELD_BY_BUDGET.format(filters=filters)).bindparams(bindparam("spent", expanding=True))
+    row = (await conn.execute(query, values | {"spent": spent})).mappings().first()
     return None if row is None else dict(row)
 
 

@@ -4,7 +4,8 @@ mission budget the claim checks inside its own statement, and how a mission ends
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -262,8 +263,9 @@ async def _wait_through_wakeups(core: Core, alice: Client, waiter: Waiting, ids:
             while core.waiters.generation < generation + 1 or core.waiters.tried == tried:
                 await anyio.sleep(0.05)
         woken = core.waiters.generation - generation
-        # One try per wake-up at most, never a spin: the claim passes the spent mission's tasks over.
-        assert core.waiters.tried - tried <= woken
+        # One try per wake-up at most (and one for a wake-up read just before `generation` was noted), never a
+        # spin: the claim passes the spent mission's tasks over, and the try finds nothing.
+        assert core.waiters.tried - tried <= woken + 1
         assert waiter.result is None
         await budget.set_budget(core, ADMIN, ids["mission"], max_cost_usd=10)
 
@@ -297,17 +299,21 @@ async def test_no_claim_that_starts_after_the_budget_is_spent_hands_out_a_task(
             try:
                 claim = await queue.claim_next(c, actor)
             except JctError as err:
+                if err.code == ErrorCode.UNAVAILABLE:  # a lock wait ran out on a busy machine: nothing was claimed
+                    continue
                 refusals.append((started, err.code))
                 return
             if not claim.claimed:
                 return
             assert claim.task_id is not None
-            claims.append((started, claim.task_id))
-            await work.report_progress(c, actor, claim.task_id, message="spent", telemetry={"cost_usd": 0.25})
+            task_id = claim.task_id
+            claims.append((started, task_id))
+            spent = {"cost_usd": 0.25}
+            await retried(partial(work.report_progress, c, actor, task_id, message="spent", telemetry=spent))
             read = anyio.current_time()
             if await spent_now(c):
                 spent_seen.append(read)
-            await completion.complete_task(c, actor, claim.task_id, success=True, summary="done")
+            await retried(partial(completion.complete_task, c, actor, task_id, success=True, summary="done"))
 
     async with separate_cores(make_settings(auto_rework=False), 8) as cores:
         await race(cores, worker, seconds=300)
@@ -318,8 +324,20 @@ async def test_no_claim_that_starts_after_the_budget_is_spent_hands_out_a_task(
     late = [task_id for started, task_id in claims if started > first_seen]
     assert late == [], f"claims that started after the budget was seen spent handed out {late}"
     # Ten reports reach $2.50; besides, at most the seven other workers held a claim not yet reported.
-    assert 10 <= len(claims) <= 10 + 8 - 1
+    assert 10 <= len(claims) <= 10 + 8 - 1, claims
     assert len({task_id for _, task_id in claims}) == len(claims)
+
+
+async def retried(call: Callable[[], Awaitable[object]]) -> None:
+    """The call, again while it answers UNAVAILABLE (a lock wait that ran out on a busy machine: nothing recorded)."""
+    while True:
+        try:
+            await call()
+        except JctError as err:
+            if err.code != ErrorCode.UNAVAILABLE:
+                raise
+        else:
+            return
 
 
 # --- how a mission ends -------------------------------------------------------------------------------------------
