@@ -29,6 +29,8 @@ class ErrorCode(StrEnum):
     DOCTRINE_NOT_FOUND = "DOCTRINE_NOT_FOUND"
     # Claimed by id while it still waits for its dependencies (or its phase): the message names them.
     TASK_BLOCKED = "TASK_BLOCKED"
+    # Claimed while its mission's budget (max_cost_usd, max_tokens) is spent: the message names the budget.
+    MISSION_BUDGET_SPENT = "MISSION_BUDGET_SPENT"
     # Claimed by id while its touches overlap those of a task that holds its own (running, or its work waiting
     # for review or to be merged): the message names that task and the paths.
     TASK_CONFLICTS = "TASK_CONFLICTS"

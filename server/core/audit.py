@@ -50,6 +50,8 @@ class AuditAction(StrEnum):
     MISSION_CREATED = "mission.created"
     MISSION_COMPLETED = "mission.completed"
     MISSION_CANCELLED = "mission.cancelled"
+    MISSION_BUDGET_SET = "mission.budget_set"
+    MISSION_SUMMARIZED = "mission.summarized"
     # A new briefing version made by hand (server/core/briefings/revise.py), not by a review round.
     BRIEFING_REVISED = "issue.briefing_revised"
     DOCTRINE_ADDED = "doctrine.added"
@@ -92,6 +94,8 @@ CLAIMABLE = frozenset(
         AuditAction.TASK_ENQUEUED,
         AuditAction.MISSION_CREATED,
         AuditAction.TASK_UNBLOCKED,
+        # A budget raised (or removed): the tasks a spent budget held back may go.
+        AuditAction.MISSION_BUDGET_SET,
         AuditAction.TASK_REQUEUED,
         AuditAction.TASK_RELEASED,
         AuditAction.RUN_LEASE_EXPIRED,

@@ -61,3 +61,23 @@ def totals_rows(more: Mapping[str, Any]) -> list[dict[str, Any]]:
 def shown_totals(sums: Mapping[str, float]) -> dict[str, float]:
     """The queue's totals as jct_queue_stats shows them: every known number, 0 when none was reported."""
     return {key: sums.get(key, 0.0) for key in NUMBERS}
+
+
+def _amount(telemetry: Mapping[str, Any] | None, key: str) -> float:
+    value: Any = (telemetry or {}).get(key)
+    return float(value) if _is_number(value) else 0.0
+
+
+def run_columns(total: Mapping[str, Any] | None) -> dict[str, float]:
+    """The run's summed telemetry as the columns costs are summed from in SQL (server/db/tables.py runs)."""
+    return {
+        "tokens": _amount(total, "tokens_input") + _amount(total, "tokens_output"),
+        "cost_usd": _amount(total, "cost_usd"),
+        "duration_seconds": _amount(total, "duration_seconds"),
+    }
+
+
+def spend(more: Mapping[str, Any] | None) -> tuple[float, float]:
+    """What one report adds to its mission's spending, the sums its budget is checked against: (tokens, cost)."""
+    columns = run_columns(more)
+    return columns["tokens"], columns["cost_usd"]

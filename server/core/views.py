@@ -74,3 +74,12 @@ evidence_summary = _validator(r.EvidenceSummary)
 evidence_detail = _validator(r.EvidencePackDetail)
 audit_entry = _validator(r.AuditEntry)
 pending_review = _validator(r.PendingReview)
+
+
+def spent(row: Row) -> r.Spent:
+    """Sums of the run columns tokens, cost_usd and duration_seconds (server/db/tables.py runs)."""
+    return r.Spent(
+        tokens=float(row["tokens"] or 0),
+        cost_usd=float(row["cost_usd"] or 0),
+        duration_seconds=float(row["duration_seconds"] or 0),
+    )

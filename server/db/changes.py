@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 from sqlalchemy import (
     ColumnElement,
+    Float,
     Table,
     bindparam,
     func,
@@ -125,7 +126,24 @@ class NewVersion:
     packet: Callable[[Mapping[str, Any]], Values]
 
 
-Write = Insert | Update | Approve | NewVersion
+@dataclass(frozen=True)
+class Spend:
+    """What a telemetry report adds to its mission's spending, which the claim compares with the mission's budget
+    (server/db/claims.py): added in the report's own transaction, so the sums never lag what the runs say."""
+
+    mission_id: str
+    tokens: float
+    cost_usd: float
+
+
+# Adds a report's spending to its mission's sums (the Spend write) on SQLite.
+_SPEND_SQLITE = (
+    "UPDATE missions SET spent_tokens = spent_tokens + :tokens, spent_cost_usd = spent_cost_usd + :cost_usd "
+    "WHERE id = :mission_id"
+)
+
+
+Write = Insert | Update | Approve | NewVersion | Spend
 Decide = Callable[[Facts], tuple[Sequence[Write], R]]
 
 
@@ -229,6 +247,9 @@ def _change_sqlite(db: sqlite3.Connection, fence: Fence, decide: Decide[R], *, c
         elif isinstance(write, Approve):
             approval = missions.approve_sqlite(db, write.task_id, rawsqlite.server_now())
             rawsqlite.insert(db, t.audit_log, queries.stamped(write.audit(approval)))
+        elif isinstance(write, Spend):
+            spend = {"mission_id": write.mission_id, "tokens": write.tokens, "cost_usd": write.cost_usd}
+            db.execute(_SPEND_SQLITE, spend)
         elif isinstance(write, NewVersion):
             latest = rawsqlite.fetch_one(db, t.context_packets, _LATEST_PACKET, {"id": write.issue_id})
             assert latest is not None  # every issue starts with version 1
@@ -243,12 +264,12 @@ _LATEST_PACKET = "SELECT * FROM context_packets WHERE issue_id = :id ORDER BY ve
 
 def _facts_of_run_sqlite(db: sqlite3.Connection, run: dict[str, Any]) -> Facts:
     cursor = db.execute(
-        "SELECT (SELECT trace_id FROM tasks WHERE id = ?), "
-        "(SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts WHERE run_id = ?)",
-        (run["task_id"], run["id"]),
+        "SELECT trace_id, mission_id, (SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts WHERE run_id = ?) "
+        "FROM tasks WHERE id = ?",
+        (run["id"], run["task_id"]),
     )
-    trace_id, stored = cursor.fetchone()
-    return Facts(run, stored_bytes=int(stored), task={"trace_id": trace_id})
+    trace_id, mission_id, stored = cursor.fetchone()
+    return Facts(run, stored_bytes=int(stored), task={"trace_id": trace_id, "mission_id": mission_id})
 
 
 def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any], now: datetime) -> Facts:
@@ -288,7 +309,7 @@ async def _change_postgres(
     if facts is None:
         return None
     writes, result = await anyio.to_thread.run_sync(decide, facts)
-    inserted_id = await _write_postgres(conn, [write for write in writes if isinstance(write, Insert | Update)])
+    inserted_id = await _write_postgres(conn, [write for write in writes if isinstance(write, Insert | Update | Spend)])
     for write in writes:
         if isinstance(write, Approve):
             approval = await missions.approve(conn, write.task_id, rawsqlite.server_now())
@@ -301,19 +322,20 @@ async def _change_postgres(
 
 
 async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
-    """The fence, the task's trace id and the bytes the run has stored so far, in one statement."""
+    """The fence, the task's trace id and mission, and the bytes the run has stored so far, in one statement."""
     run = fenced.cte("run")
     art = t.artifacts
     stored = select(func.coalesce(func.sum(art.c.size_bytes), 0)).where(art.c.run_id == run.c.id).scalar_subquery()
     trace = select(t.tasks.c.trace_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
-    query = select(run, stored.label("stored_bytes"), trace.label("task__trace_id"))
+    mission = select(t.tasks.c.mission_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
+    query = select(run, stored.label("stored_bytes"), trace.label("task__trace_id"), mission.label("task__mission_id"))
     row = (await conn.execute(query, fence.params())).mappings().first()
     if row is None:
         return None
     return Facts(
         run={c.name: row[c.name] for c in t.runs.columns},
         stored_bytes=int(row["stored_bytes"]),
-        task={"trace_id": row["task__trace_id"]},
+        task={"trace_id": row["task__trace_id"], "mission_id": row["task__mission_id"]},
     )
 
 
@@ -363,7 +385,7 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
     )
 
 
-async def _write_postgres(conn: AsyncConnection, writes: Sequence[Insert | Update]) -> int | None:
+async def _write_postgres(conn: AsyncConnection, writes: Sequence[Insert | Update | Spend]) -> int | None:
     """Every write as data-modifying CTEs of a single statement; it returns what each required update matched
     (and the id of an insert that hands one back).
 
@@ -394,6 +416,19 @@ async def _write_postgres(conn: AsyncConnection, writes: Sequence[Insert | Updat
                 else:
                     cte_insert = stmt_insert.cte(f"write_{n}_{i}")
                 ctes.append(cte_insert)
+            continue
+        if isinstance(write, Spend):
+            missions_ = t.missions
+            params |= {f"w{n}_tokens": write.tokens, f"w{n}_cost_usd": write.cost_usd, f"w{n}_id": write.mission_id}
+            spend = (
+                update(missions_)
+                .where(missions_.c.id == bindparam(f"w{n}_id"))
+                .values(
+                    spent_tokens=missions_.c.spent_tokens + bindparam(f"w{n}_tokens", type_=Float()),
+                    spent_cost_usd=missions_.c.spent_cost_usd + bindparam(f"w{n}_cost_usd", type_=Float()),
+                )
+            )
+            ctes.append(spend.cte(f"write_{n}"))
             continue
         stmt = update(write.table).where(write.table.c.id == write.row_id)
         if write.status_in is not None:

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import holds, queries, rawsqlite
@@ -105,6 +105,19 @@ BRIEFING_SQL = ", ".join(
 )
 
 
+# A mission's budget is spent once what its runs reported reaches either limit (NULL: no limit, never true).
+# Both sums move in the transaction of each report (server/db/changes.py Spend).
+SPENT = "(m.spent_cost_usd >= m.max_cost_usd OR m.spent_tokens >= m.max_tokens)"
+
+# Not a task of a mission whose budget is spent: such tasks are passed over, never handed out. A scalar subquery,
+# not NOT EXISTS: PostgreSQL turns that into a hashed subplan that reads every spent mission on each claim; this is
+# one primary-key read per mission task the claim looks at (none for a task of no mission). NULL (no limit) is
+# not spent.
+WITHIN_BUDGET = (
+    f" AND (tasks.mission_id IS NULL OR (SELECT {SPENT} FROM missions m WHERE m.id = tasks.mission_id) IS NOT TRUE)"
+)
+
+
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
@@ -112,19 +125,55 @@ def _like_prefix(prefix: str) -> str:
 
 def _next_filters(req: ClaimRequest, *, sqlite: bool) -> tuple[str, dict[str, Any]]:
     """Claim-next's conditions after `status = 'queued'`, from fixed strings only, and their bound values."""
+    filters, values = _asked(req.operation, req.repo_prefix, sqlite=sqlite)
+    return WITHIN_BUDGET + filters, values
+
+
+def _asked(operation: str | None, repo_prefix: str | None, *, sqlite: bool) -> tuple[str, dict[str, Any]]:
+    """The conditions a claim-next's filters add, and their bound values."""
     filters = ""
     values: dict[str, Any] = {}
-    if req.operation is not None:
-        filters += " AND operation = :operation"
-        values["operation"] = req.operation
-    if req.repo_prefix is None:
+    if operation is not None:
+        filters += " AND tasks.operation = :operation"
+        values["operation"] = operation
+    if repo_prefix is None:
         return filters, values
     if sqlite:
         # Not LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not. substr() compares exactly.
-        filters += " AND substr(target_repo, 1, :prefix_length) = :repo_prefix"
-        return filters, values | {"prefix_length": len(req.repo_prefix), "repo_prefix": req.repo_prefix}
-    filters += " AND target_repo LIKE :repo_prefix ESCAPE '\\'"
-    return filters, values | {"repo_prefix": _like_prefix(req.repo_prefix)}
+        filters += " AND substr(tasks.target_repo, 1, :prefix_length) = :repo_prefix"
+        return filters, values | {"prefix_length": len(repo_prefix), "repo_prefix": repo_prefix}
+    filters += " AND tasks.target_repo LIKE :repo_prefix ESCAPE '\\'"
+    return filters, values | {"repo_prefix": _like_prefix(repo_prefix)}
+
+
+# What a refused claim names, read only when a claim found nothing: first the active missions whose budget is
+# spent (ix_missions_status_created_at_id: the active ones, none to read further in the usual case), then among
+# their queued tasks the one the claim would have taken, with its mission and how many of its tasks wait.
+_SPENT_MISSIONS = f"SELECT m.id FROM missions m WHERE m.status = 'active' AND {SPENT} LIMIT 1000"
+_HELD_BY_BUDGET = """
+SELECT m.id, m.title, m.max_cost_usd, m.max_tokens, m.spent_cost_usd, m.spent_tokens,
+       (SELECT count(*) FROM tasks w WHERE w.mission_id = m.id AND w.status = 'queued') AS waiting
+FROM tasks JOIN missions m ON m.id = tasks.mission_id
+WHERE tasks.mission_id IN :spent AND tasks.status = 'queued'{filters}
+ORDER BY tasks.priority, tasks.queued_at, tasks.id
+LIMIT 1"""
+
+
+async def held_by_budget(
+    conn: AsyncConnection, *, task_id: str | None = None, operation: str | None = None, repo_prefix: str | None = None
+) -> dict[str, Any] | None:
+    """Why a claim found nothing, when it is a spent budget: the mission (id, title, budget, spending, tasks
+    waiting) that holds back the task `task_id`, or else the first queued task the claim-next filters match."""
+    spent = [row[0] for row in (await conn.execute(text(_SPENT_MISSIONS))).all()]
+    if not spent:
+        return None
+    if task_id is not None:
+        filters, values = " AND tasks.id = :task_id", {"task_id": task_id}
+    else:
+        filters, values = _asked(operation, repo_prefix, sqlite=conn.dialect.name == "sqlite")
+    query = text(_HELD_BY_BUDGET.format(filters=filters)).bindparams(bindparam("spent", expanding=True))
+    row = (await conn.execute(query, values | {"spent": spent})).mappings().first()
+    return None if row is None else dict(row)
 
 
 # {filters} is built from fixed strings only; every value is a bound parameter.
@@ -200,11 +249,13 @@ _PG_PICK_NEXT = """
 
 # Claim-by-id: that task, only while queued. No SKIP LOCKED: a concurrent claimer makes us
 # wait for its commit, and then the status check in `claimed` fails.
-_PG_PICK_ONE = """
-    SELECT id FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE"""
+_PG_PICK_ONE = f"""
+    SELECT id FROM tasks WHERE id = :task_id AND status = 'queued'{WITHIN_BUDGET} FOR UPDATE"""
 
 # Claim-by-id of a task with touches: its repository and touches, the row held as _PG_PICK_ONE holds it.
-_PG_TOUCHING_ONE = "SELECT target_repo, touches FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE"
+_PG_TOUCHING_ONE = (
+    f"SELECT target_repo, touches FROM tasks WHERE id = :task_id AND status = 'queued'{WITHIN_BUDGET} FOR UPDATE"
+)
 
 # The walk of claim-next past a task with touches: the queued tasks in claim order, a batch at a time from the
 # last one seen, read without locking (only the one claimed is locked, by _PG_PICK_SEEN).
@@ -216,8 +267,8 @@ _PG_CANDIDATES = """
 _AFTER = " AND (priority, queued_at, id) > (:after_priority, :after_queued_at, :after_id)"
 
 # A task the walk chose, unless a concurrent claimer holds it or took it meanwhile.
-_PG_PICK_SEEN = """
-    SELECT id FROM tasks WHERE id = :task_id AND status = 'queued' FOR UPDATE SKIP LOCKED"""
+_PG_PICK_SEEN = f"""
+    SELECT id FROM tasks WHERE id = :task_id AND status = 'queued'{WITHIN_BUDGET} FOR UPDATE SKIP LOCKED"""
 
 # Queued tasks the walk reads at a time.
 WALK_BATCH = 64
@@ -347,8 +398,8 @@ def claim_on_sqlite_thread(db: sqlite3.Connection, req: ClaimRequest) -> dict[st
             raise ClaimCapReached(int(held))
     params: dict[str, Any] = rawsqlite.encode(t.tasks, {"claimed_at": now}) | {"run_id": req.run_id}
     if req.task_id is not None:
-        # Claim-by-id: that task, only while queued.
-        target = "id = :task_id"
+        # Claim-by-id: that task, only while queued and its mission's budget is not spent.
+        target = f"id = :task_id{WITHIN_BUDGET}"
         params["task_id"] = req.task_id
     else:
         # Claim-next: the best queued task (no SKIP LOCKED to need: the write lock admits one claimer at a time).
@@ -433,7 +484,7 @@ def _touching_sqlite(db: sqlite3.Connection, req: ClaimRequest) -> str | None:
         task = rawsqlite.fetch_one(
             db,
             t.tasks,
-            "SELECT target_repo, touches FROM tasks WHERE id = :task_id AND status = 'queued'",
+            f"SELECT target_repo, touches FROM tasks WHERE id = :task_id AND status = 'queued'{WITHIN_BUDGET}",
             {"task_id": req.task_id},
         )
         if task is None or not task["touches"]:

@@ -39,6 +39,10 @@ async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Se
             func.sum(case((runs.status.in_([RunStatus.FAILED, RunStatus.EXPIRED]), 1), else_=0)).label("failed"),
             func.max(runs.started_at).label("last_started"),
             func.max(runs.ended_at).label("last_ended"),
+            # What its runs in the window reported spending (server/core/telemetry.py run_columns).
+            func.coalesce(func.sum(runs.tokens), 0).label("tokens"),
+            func.coalesce(func.sum(runs.cost_usd), 0).label("cost_usd"),
+            func.coalesce(func.sum(runs.duration_seconds), 0).label("duration_seconds"),
         )
         .where(or_(runs.started_at >= since, runs.status == RunStatus.RUNNING))
         .group_by(runs.actor_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -218,6 +219,14 @@ missions = Table(
     Column("error", Text, nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("completed_at", UTCDateTime, nullable=True),
+    # The budget (DESIGN section 17; NULL: none) and what its runs reported spending, added in the transaction of
+    # each report: once spent reaches a budget, claims pass the mission's tasks over (server/db/claims.py SPENT).
+    Column("max_cost_usd", Float, nullable=True),
+    Column("max_tokens", BigInteger, nullable=True),
+    Column("spent_cost_usd", Float, nullable=False, server_default="0"),
+    Column("spent_tokens", Float, nullable=False, server_default="0"),
+    # The closing summary a planner or a person wrote (`jct mission-summary`).
+    Column("summary", Text, nullable=True),
     UniqueConstraint("idempotency_scope", "idempotency_key"),
     # Listings: active missions first, newest first.
     Index("ix_missions_status_created_at_id", "status", "created_at", "id"),
@@ -261,6 +270,11 @@ runs = Table(
     Column("summary", Text, nullable=True),
     Column("outputs", Json, nullable=True),
     Column("telemetry", Json, nullable=True),
+    # The telemetry's numbers as columns, so costs are summed in SQL per agent, task and mission: tokens is
+    # tokens_input + tokens_output.
+    Column("tokens", Float, nullable=False, server_default="0"),
+    Column("cost_usd", Float, nullable=False, server_default="0"),
+    Column("duration_seconds", Float, nullable=False, server_default="0"),
     Column("failure", Json, nullable=True),
     Column("artifact_root_uri", Text, nullable=False),
     # A verifiable task (JCT reads its repository): the commit target_ref named at claim, and what JCT read

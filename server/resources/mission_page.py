@@ -10,6 +10,8 @@ from server.resources.render import page_text
 GOAL_CHARS = 1_200
 TASKS_CHARS = 4_000
 DECISIONS_CHARS = 2_000
+SUMMARY_CHARS = 1_500
+FILES_CHARS = 2_000
 
 
 def mission_page(view: results.MissionView) -> str:
@@ -22,6 +24,7 @@ def mission_page(view: results.MissionView) -> str:
         f"{progress.milestones} milestones · {progress.review_rounds} review rounds · "
         f"running for {duration(progress.elapsed_seconds)}",
         f"Created {stamp(mission.created_at)} by {line(mission.created_by, 64)}; mission id `{mission.mission_id}`.",
+        f"Spent {cost(view.spent)}{_budget(mission)}.",
         "",
         "## Goal",
         *block(mission.goal, GOAL_CHARS, pointer),
@@ -33,9 +36,13 @@ def mission_page(view: results.MissionView) -> str:
         if mission.status == "active"
         else f"Nothing: the mission is {mission.status}."
     ]
+    if view.outcome is not None:
+        lines += ["", *_outcome(view.outcome, mission.summary, pointer)]
     lines += ["", "## Blockers"]
     lines += [
-        f"- {task_uri(b.task_id)} ({b.kind}): {line(b.reason, 160)}. Next: {line(b.action, 160)}" for b in view.blockers
+        f"- {task_uri(b.task_id) if b.task_id else 'the mission'} ({b.kind}): {line(b.reason, 160)}. "
+        f"Next: {line(b.action, 160)}"
+        for b in view.blockers
     ] or ["None."]
     lines += ["", "## Phases"]
     lines += [
@@ -59,6 +66,45 @@ def mission_page(view: results.MissionView) -> str:
         'jct_report_progress(kind="decision") so later tasks read them.',
     ]
     return page_text(lines, pointer)
+
+
+def cost(spent: results.Spent) -> str:
+    """`$1.25, 48,000 tokens, 12m of agent time`: what runs reported."""
+    return f"${spent.cost_usd:.2f}, {int(spent.tokens):,} tokens, {duration(spent.duration_seconds)} of agent time"
+
+
+def _budget(mission: results.MissionDetail) -> str:
+    limits = [f"${mission.max_cost_usd:.2f}" if mission.max_cost_usd is not None else ""]
+    limits.append(f"{mission.max_tokens:,} tokens" if mission.max_tokens is not None else "")
+    shown = " and ".join(limit for limit in limits if limit)
+    if not shown:
+        return ""
+    return f" of a budget of {shown}" + (" (**spent**: its tasks are not handed out)" if mission.budget_spent else "")
+
+
+def _outcome(outcome: results.MissionOutcome, summary: str | None, pointer: str) -> list[str]:
+    lines = [
+        "## Outcome",
+        f"**{outcome.outcome}** after {duration(outcome.duration_seconds)}; cost {cost(outcome.spent)}.",
+    ]
+    if summary:
+        lines += block(summary, SUMMARY_CHARS, pointer)
+    lines += ["", "### Achieved"]
+    lines += [
+        f"- {task_uri(a.task_id)}: {headline(a.objective, 90)}" + (f": {line(a.summary, 300)}" if a.summary else "")
+        for a in outcome.achieved
+    ] or ["Nothing approved."]
+    lines += ["", "### Limitations"]
+    lines += [
+        f"- {task_uri(x.task_id) if x.task_id else 'the mission'} ({x.kind}): {line(x.reason, 300)}"
+        for x in outcome.limitations
+    ] or ["None."]
+    lines += ["", "### Files changed (verified from git)"]
+    files = [f"- `{line(f.path, 200)}` ({f.status}, +{f.added} -{f.removed})" for f in outcome.files_changed]
+    if outcome.files_truncated:
+        files.append("- and more (the list was cut)")
+    lines += fit(files, FILES_CHARS, pointer) if files else ["None JCT could read (no verifiable repository)."]
+    return lines
 
 
 def _task(task: results.MissionTask) -> str:

@@ -44,16 +44,14 @@ class PlannedTask(BaseModel):
     operation: Operation
     target_repo: TargetRepo
     target_ref: str = Field("main", description="Branch.", json_schema_extra={"maxLength": Limits.REF})
-    target_path: str = Field("", description="Scope in the repo.", json_schema_extra={"maxLength": Limits.PATH})
+    target_path: str = Field("", description="Scope.", json_schema_extra={"maxLength": Limits.PATH})
     priority: Priority = "P2"
     time_budget_seconds: Annotated[int, Budget] = 3600
     acceptance_criteria: list[Criterion] = Field(
         [], description="Checkable statements.", json_schema_extra={"maxItems": Limits.CRITERIA}
     )
-    context_summary: str = Field("", description="The briefing.", json_schema_extra={"maxLength": Limits.SUMMARY})
-    depends_on: list[Key] = Field(
-        [], description="Keys it waits for.", json_schema_extra={"maxItems": Limits.DEPENDENCIES}
-    )
+    context_summary: str = Field("", description="Briefing.", json_schema_extra={"maxLength": Limits.SUMMARY})
+    depends_on: list[Key] = Field([], description="Keys awaited.", json_schema_extra={"maxItems": Limits.DEPENDENCIES})
     doctrine: DoctrineRefs = None
     touches: Touches = None
 
@@ -64,17 +62,23 @@ class PlannedPhase(BaseModel):
     tasks: list[PlannedTask] = Field(description="At least one.", json_schema_extra={"maxItems": Limits.MISSION_TASKS})
 
 
+# The limit in the schema; the service checks it (and refuses NaN and infinity) with a message saying what to send.
+AT_LEAST_0: dict[str, Any] = {"json_schema_extra": {"minimum": 0}}
+
+
 def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @tool(mcp, WRITE)
     async def jct_create_mission(
-        title: Annotated[str, text("A short name.", Limits.TITLE)],
+        title: Annotated[str, text("Short name.", Limits.TITLE)],
         goal: Annotated[str, text("What done means.", Limits.SUMMARY)],
-        phases: Annotated[list[PlannedPhase], items("Each waits for the one before.", Limits.PHASES)],
+        phases: Annotated[list[PlannedPhase], items("Ordered.", Limits.PHASES)],
         ctx: Context,
         idempotency_key: IdempotencyKey = None,
+        max_cost_usd: Annotated[float | None, Field(description="Once spent, tasks wait.", **AT_LEAST_0)] = None,
+        max_tokens: Annotated[int | None, Field(**AT_LEAST_0)] = None,
     ) -> results.MissionCreated:
-        """Plan a goal as phases of tasks, stored at once. A task is blocked until what it depends_on and all earlier
-        phases are approved. Returns mission_id and each key's task_id. Undo: jct_cancel_mission."""
+        """Plan a goal as phases of tasks. A task waits until its depends_on and earlier phases are approved. Undo:
+        jct_cancel_mission."""
         return await missions.create_mission(
             core,
             identity.actor(ctx),
@@ -82,6 +86,8 @@ def register_plan(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             goal=goal,
             phases=[phase.model_dump() for phase in phases],
             idempotency_key=idempotency_key,
+            max_cost_usd=max_cost_usd,
+            max_tokens=max_tokens,
         )
 
 
@@ -93,7 +99,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
         phase: Annotated[int | None, Field(ge=0, description="Only this phase's tasks.")] = None,
         since: Annotated[str | None, text("ISO time: only decisions after it.", 64)] = None,
     ) -> results.MissionView:
-        """A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions."""
+        """A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions, cost, outcome."""
         return await mission_status.get_mission(core, mission_id, include=include, phase=phase, since=since)
 
     @tool(mcp, READ)
@@ -109,5 +115,5 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
 def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @tool(mcp, DESTRUCTIVE)
     async def jct_cancel_mission(mission_id: MissionId, reason: Reason, ctx: Context) -> results.MissionCancelled:
-        """Cancel a mission and every task of it not yet ended. Cannot be undone."""
+        """Cancel a mission and its open tasks. Cannot be undone."""
         return await cancel.cancel_mission(core, identity.actor(ctx), mission_id, reason)

@@ -20,7 +20,7 @@ from server.tools.params import AuditLimit, Cursor, RunId, TaskId
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @tool(mcp, READ)
     async def jct_get_task(task_id: TaskId) -> results.TaskView:
-        """A task: status, attempts, result, error, and its runs, newest first."""
+        """A task: status, attempts, result, error, runs, cost."""
         return await observe.get_task(core, task_id)
 
     @tool(mcp, READ)

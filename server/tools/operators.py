@@ -44,7 +44,7 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
     async def jct_list_agents(
         active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000)] = 3600,
     ) -> results.AgentList:
-        """Agents, their claims and lease ends."""
+        """Agents: claims, leases, cost."""
         return await actions.list_agents(core, active_within_seconds=active_within_seconds)
 
     @tool(mcp, READ)

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, Response
 from server.auth import RateLimiter
 from server.connections import Repeats
 from server.core.service import Core
+from server.markdown import duration
 from server.notify.hub import NotificationHub
 from server.sessions import Sessions
 from server.ui.access import FORM_COOKIE, Access, Viewer
@@ -102,6 +103,11 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def _cost(spent: Any) -> str:
+    """What runs reported spending (results.Spent), short: `$1.25 · 48,000 tokens`."""
+    return f"${spent.cost_usd:.2f} · {int(spent.tokens):,} tokens"
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -112,4 +118,6 @@ def _environment() -> Environment:
     env.filters["when"] = _when
     env.filters["iso"] = _iso
     env.filters["pretty"] = _pretty
+    env.filters["cost"] = _cost
+    env.filters["duration"] = duration
     return env

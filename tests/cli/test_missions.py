@@ -139,3 +139,39 @@ async def test_an_unknown_mission_is_one_line(tmp_path: Path) -> None:
     code, _out, err = await jct(tmp_path, "mission", "nope", env=env(tmp_path))
     assert code == 1
     assert "not a UUID" in one_error_line(err)
+
+
+async def test_a_budget_planned_from_a_file_is_raised_and_the_closing_summary_written_by_hand(tmp_path: Path) -> None:
+    tasks = [{"key": key, "objective": key.upper(), "operation": "docs"} for key in ("a", "b")]
+    budgeted = {"title": "Budgeted", "goal": "Two docs", "max_cost_usd": 1.0, "phases": [{"name": "W", "tasks": tasks}]}
+    code, out, err = await jct(tmp_path, "plan", str(spec(tmp_path, budgeted)), env=env(tmp_path))
+    assert code == 0, err
+    mission_id = re.search(r"mission (\S+) created", out).group(1)  # type: ignore[union-attr]
+    ids = dict(re.findall(r"^\s+(\w+)\s+([0-9a-f-]{36})\s+phase", out, re.M))
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home", trace_root=tmp_path / "t"))
+    try:
+        claim = await queue.claim_task(core, AGENT, ids["a"])
+        await work.report_progress(core, AGENT, ids["a"], message="x", telemetry={"cost_usd": 1.5}, run_id=claim.run_id)
+    finally:
+        await core.db.dispose()
+
+    code, out, err = await jct(tmp_path, "mission", mission_id, env=env(tmp_path))
+    assert code == 0, err
+    assert "$1.00 (spent: its tasks wait)" in out
+    assert "budget_spent" in out
+    code, _out, err = await jct(tmp_path, "mission-budget", mission_id, "--max-cost-usd", "-2", env=env(tmp_path))
+    assert code == 1
+    assert "INVALID_ARGUMENT: max_cost_usd must be a finite number, 0 or more" in one_error_line(err)
+    code, out, err = await jct(tmp_path, "mission-budget", mission_id, "--max-cost-usd", "5", env=env(tmp_path))
+    assert code == 0, err
+    assert f"mission {mission_id}: budget max_cost_usd $5.00 (not spent: its tasks may be claimed)" in out
+
+    code, out, err = await jct(tmp_path, "mission-summary", mission_id, "Stopped after a.", env=env(tmp_path))
+    assert code == 0, err
+    assert "closing summary recorded" in out
+    code, out, err = await jct(tmp_path, "mission", mission_id, env=env(tmp_path))
+    assert "budget_spent" not in out
+    code, _out, err = await jct(tmp_path, "mission-summary", "nope", "x", env=env(tmp_path))
+    assert code == 1

@@ -127,6 +127,7 @@ SELF_DESCRIBED = {
     "time_budget_seconds",
     "active_within_seconds",
     "idempotency_key",
+    "max_tokens",
     "objective",
     "operation",
     "decision",

@@ -270,3 +270,34 @@ async def test_a_task_jct_cannot_read_keeps_the_pasted_diff_rule(connect: Client
         result = await complete(client, task_id)
     assert "files_changed" not in result["run"]  # results leave out what is null
     assert scope_of(result["evidence"])["passed"] is True
+
+
+async def test_a_finished_missions_outcome_lists_the_files_its_approved_work_changed_read_from_git(
+    connect: ClientFactory, tmp_path: Path
+) -> None:
+    work = Work(tmp_path / "repo")
+    planned = [
+        {"key": key, "objective": f"Do {key}", "operation": "code_change", "target_repo": str(work.path)}
+        for key in ("a", "b")
+    ]
+    async with connect() as client:
+        made = await ok(client, "jct_create_mission", title="Greet", goal="g", phases=[{"name": "p", "tasks": planned}])
+        ids = {t["key"]: t["task_id"] for t in made["tasks"]}
+        await claim(client, ids["a"])
+        work.write("src/app.py", "print('hello')\n")
+        await report(client, ids["a"], work.commit("a"))
+        assert (await complete(client, ids["a"]))["evidence"]["verdict"] == "pass"
+        await claim(client, ids["b"])
+        work.write("src/app.py", "print('hello')\nprint('again')\n")
+        work.write("src/util.py", "X = 1\n")
+        await report(client, ids["b"], work.commit("b"))
+        assert (await complete(client, ids["b"]))["evidence"]["verdict"] == "pass"
+        outcome = (await ok(client, "jct_get_mission", mission_id=made["mission_id"]))["outcome"]
+    assert outcome["outcome"] == "completed"
+    files = {f["path"]: f for f in outcome["files_changed"]}
+    assert sorted(files) == ["src/app.py", "src/util.py"]
+    assert files["src/app.py"]["tasks"] == [ids["a"], ids["b"]]
+    assert files["src/app.py"]["added"] == 2
+    assert files["src/app.py"]["removed"] == 1
+    assert files["src/util.py"]["tasks"] == [ids["b"]]
+    assert outcome["files_truncated"] is False

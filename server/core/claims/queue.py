@@ -17,7 +17,7 @@ from server.core import telemetry, views
 from server.core.claims import work
 from server.core.git import verified
 from server.core.integration import workspace
-from server.core.missions import graph
+from server.core.missions import budget, graph
 from server.core.models import (
     Actor,
     Limits,
@@ -88,6 +88,10 @@ async def claim_task(core: Core, actor: Actor, task_id: str) -> r.Claim:
             task = await queries.get_task(conn, task_id)
             if task is not None and task.status == TaskStatus.BLOCKED:
                 raise await graph.blocked(conn, task)
+            if task is not None and task.status == TaskStatus.QUEUED:
+                spent = await claims.held_by_budget(conn, task_id=task_id)
+                if spent is not None:
+                    raise budget.refusal(spent, task_id)
         if task is None:
             raise task_not_found(task_id, "Use jct_list_tasks to find queued tasks.")
         raise JctError(
@@ -116,7 +120,7 @@ async def claim_next(
     waiters = core.waiters
     if not wait or waiters.stopped():
         claimed = await _claim_next_once(core, actor, op, repo_prefix)
-        return claimed if claimed is not None else r.ClaimNext(claimed=False)
+        return claimed if claimed is not None else await _nothing(core, op, repo_prefix)
     filters = (op, repo_prefix)
     # With tokens on, a principal may have as many calls waiting (in this process) as it may hold claims.
     limit = core.settings.max_claims_per_agent if core.settings.auth == "token" else None
@@ -128,7 +132,7 @@ async def claim_next(
         while claimed is None:
             now = anyio.current_time()
             if now >= deadline:
-                return r.ClaimNext(claimed=False)
+                return await _nothing(core, op, repo_prefix)
             if now - told >= PROGRESS_SECONDS:  # as the wait begins, then every PROGRESS_SECONDS, woken or not
                 told = now
                 await _still_waiting(progress, now - start, wait)
@@ -143,6 +147,17 @@ async def claim_next(
             row = await waiters.take_turn(filters, partial(_claim_row, core, actor, op, repo_prefix))
             claimed = await _hand_over(core, actor, row) if row is not None else None
         return claimed
+
+
+async def _nothing(core: Core, operation: str | None, repo_prefix: str | None) -> r.ClaimNext:
+    """claimed: false, unless what the filters would have matched is held back by a spent mission budget: then
+    MISSION_BUDGET_SPENT names it (a spent mission's tasks never wake a waiting claim: the claim passes them over,
+    so a woken waiter finds nothing and sleeps until a later change)."""
+    async with core.db.read() as conn:
+        spent = await claims.held_by_budget(conn, operation=operation, repo_prefix=repo_prefix)
+    if spent is not None:
+        raise budget.refusal(spent)
+    return r.ClaimNext(claimed=False)
 
 
 # How often a waiting claim tells its client it is still waiting (a progress notification, where the client

@@ -225,9 +225,13 @@ async def report_progress(
         run_values: dict[str, Any] = {}
         if spent:
             # Summed on the run under the fence's row lock, so two reports cannot lose one another.
-            run_values["telemetry"] = usage.add(run.get("telemetry"), spent)
+            run_values["telemetry"] = total = usage.add(run.get("telemetry"), spent)
+            run_values |= usage.run_columns(total)
             if rows := usage.totals_rows(spent):
                 writes.append(changes.insert_telemetry_deltas(rows))
+            if facts.task.get("mission_id"):
+                # The mission's spending, which its budget is checked against, in the same transaction.
+                writes.append(changes.Spend(facts.task["mission_id"], *usage.spend(spent)))
         if events.needs_a_person(event_kind, checked):
             # Only a person lifts it: the run is never approved automatically (server/core/review/prover.py).
             run_values["requires_human"] = True

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import doctrine, intake
-from server.core.missions import dag, graph
+from server.core.missions import budget, dag, graph
 from server.core.models import Actor, Limits, check_text, new_id
 from server.core.service import Core
 from server.db import changes, queries
@@ -159,6 +159,8 @@ async def create_mission(
     idempotency_key: str | None = None,
     workflow: dict[str, Any] | None = None,
     steps: Mapping[str, dict[str, Any]] | None = None,
+    max_cost_usd: Any = None,
+    max_tokens: Any = None,
 ) -> r.MissionCreated:
     """The whole graph in one transaction: its tasks (blocked or queued), their issues and briefings, the
     dependencies, the phases and the mission. `steps` (a workflow's) gives each task key its step record,
@@ -167,9 +169,19 @@ async def create_mission(
     goal = check_text(goal, "goal", Limits.OBJECTIVE).strip()
     if idempotency_key is not None:
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
+    cost, tokens = budget.check_budget(max_cost_usd, max_tokens)
     names, planned = plan(core, phases)
     graph = [[p.key, p.phase, p.request, list(p.depends_on)] for p in planned]
-    request = {"title": title, "goal": goal, "phases": names, "workflow": workflow, "tasks": graph, "steps": steps}
+    request: dict[str, Any] = {
+        "title": title,
+        "goal": goal,
+        "phases": names,
+        "workflow": workflow,
+        "tasks": graph,
+        "steps": steps,
+    }
+    if cost is not None or tokens is not None:
+        request["budget"] = [cost, tokens]
     request_hash = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
     mission_id = new_id()
@@ -188,6 +200,8 @@ async def create_mission(
         "idempotency_scope": actor.claimant if idempotency_key is not None else None,
         "request_hash": request_hash,
         "created_at": now,
+        "max_cost_usd": cost,
+        "max_tokens": tokens,
     }
     phase_rows = [
         {"mission_id": mission_id, "index": index, "name": name, "remaining": sum(p.phase == index for p in planned)}

@@ -10,6 +10,9 @@ from typing import Any
 from sqlalchemy import RowMapping
 
 from server.core import results as r
+from server.core import views
+from server.core.missions import budget, outcomes
+from server.core.missions.budget import Row
 from server.core.missions.graph import mission_not_found
 from server.core.models import parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
@@ -48,20 +51,39 @@ async def get_mission(
         milestones = await q.events_of(conn, mission_id, [EventKind.MILESTONE])
         humans = await q.human_blocked_runs(conn, mission_id)
         tally = await q.review_tally(conn, mission_id)
-    depends: dict[str, list[str]] = {}
-    for row in deps:
-        depends.setdefault(str(row["task_id"]), []).append(str(row["depends_on"]))
-    shown = [_task(task, depends) for task in tasks]
+        sums = await q.spent_of(conn, mission_id)
+        depends: dict[str, list[str]] = {}
+        for row in deps:
+            depends.setdefault(str(row["task_id"]), []).append(str(row["depends_on"]))
+        shown = [_task(task, depends) for task in tasks]
+        held = budget.is_spent(mission)
+        blockers = _blockers(shown, humans)
+        if held and mission["status"] == MissionStatus.ACTIVE:
+            blockers.append(_budget_blocker(mission, shown))
+        ended = outcomes.outcome_of(mission, shown, humans, held)
+        spent = views.spent(sums)
+        outcome = await outcomes.describe(conn, ended, mission, tasks, blockers, spent, sums) if ended else None
     if phase is not None and not any(p["index"] == phase for p in phases):
         raise invalid(f"Mission {mission_id} has no phase {phase}.", f"Phases run 0..{len(phases) - 1}.")
     return r.MissionView(
-        mission=r.MissionDetail.model_validate(dict(mission)),
+        mission=budget.detail(mission),
         progress=_progress(mission, shown, milestones, tally),
         phases=_phases(phases, shown),
-        blockers=_blockers(shown, humans),
-        claimable=[task for task in shown if task.status == TaskStatus.QUEUED][:CLAIMABLE_SHOWN],
+        blockers=blockers,
+        claimable=[] if held else [task for task in shown if task.status == TaskStatus.QUEUED][:CLAIMABLE_SHOWN],
         decisions=[r.DecisionView.model_validate(d) for d in decisions],
         tasks=[task for task in shown if phase is None or task.phase == phase] if "tasks" in wanted else None,
+        spent=spent,
+        outcome=outcome,
+    )
+
+
+def _budget_blocker(mission: Row, tasks: Sequence[r.MissionTask]) -> r.Blocker:
+    waiting = sum(task.status == TaskStatus.QUEUED for task in tasks)
+    return r.Blocker(
+        kind="budget_spent",
+        reason=f"its budget is spent ({budget.spent_text(mission)}): {waiting} queued task(s) are not handed out",
+        action=budget.raise_hint(str(mission["id"])),
     )
 
 
@@ -173,6 +195,8 @@ async def list_missions(
     for row in page:
         total = totals.get(str(row["id"]), 0)
         summaries.append(
-            r.MissionSummary.model_validate({**row, "total": total, "approved": total - int(row["remaining"])})
+            r.MissionSummary.model_validate(
+                {**row, "total": total, "approved": total - int(row["remaining"]), "budget_spent": budget.is_spent(row)}
+            )
         )
     return r.MissionList(missions=summaries, count=len(page), next_cursor=next_cursor)

@@ -16,6 +16,7 @@ from server.core import results as r
 from server.core import views
 from server.core.audit import AuditAction, audit_row
 from server.core.briefings import versions
+from server.core.missions import budget
 from server.core.models import Actor, Limits, check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import integrations, queries
@@ -178,6 +179,7 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
                 last_seen=max(seen) if seen else None,
                 done=int(row["done"] or 0),
                 failed=int(row["failed"] or 0),
+                spent=views.spent(row),
             )
         )
     agents.sort(key=lambda agent: agent.last_seen or datetime.min.replace(tzinfo=UTC), reverse=True)
@@ -186,8 +188,8 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
 
 async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
     """Work that needs a person: running past its time budget, silent for JCT_STUCK_AFTER_SECONDS, holding a
-    lease that has passed, flagged for a human, or blocked by a dependency that failed; each with the reason
-    and the action to take. The most urgent kinds come first."""
+    lease that has passed, flagged for a human, blocked by a dependency that failed, or held back by its mission's
+    spent budget; each with the reason and the action to take. The most urgent kinds come first."""
     check_limit(limit, 200)
     silent = timedelta(seconds=core.settings.stuck_after_seconds)
     async with core.db.read() as conn:
@@ -196,6 +198,7 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
         humans = await q.human_blocked_reviews(conn, limit)
         failed = await q.failed_dependencies(conn, limit)
         held = await integrations.waiting_with_reason(conn, limit)
+        spent = await mission_rows.spent_missions(conn, limit)
     # The runs come most urgent first; finished runs awaiting a person go after the running ones that do.
     urgent = [
         _running_item(run, now) for run in running if RUN_KINDS[run["kind"]] in ("lease_overdue", "human_blocker")
@@ -205,6 +208,7 @@ async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
         yield from urgent
         yield from (_human_item(pack) for pack in humans)
         yield from (_integration_item(row) for row in held)
+        yield from (_budget_item(row) for row in spent)
         yield from (_running_item(run, now) for run in running[len(urgent) :])
         yield from (_dependency_item(row) for row in failed)
 
@@ -260,6 +264,18 @@ def _dependency_item(row: Any) -> r.StuckItem:
     return _stuck("failed_dependency", row, row["queued_at"], reason, action, TaskStatus.BLOCKED, dependency)
 
 
+def _budget_item(row: Any) -> r.StuckItem:
+    reason = (
+        f"Mission {row['id']} has spent its budget ({budget.spent_text(row)}): {row['waiting']} queued task(s) are "
+        "not handed out."
+    )
+    item = _stuck(
+        "mission_budget_spent", row, row["queued_at"], reason, budget.raise_hint(row["id"]), TaskStatus.QUEUED
+    )
+    item.mission_id = row["id"]
+    return item
+
+
 THROUGHPUT_PAGE = 500
 
 
@@ -300,7 +316,7 @@ def _stuck(
     validating again (a busy queue has thousands)."""
     return r.StuckItem.model_construct(
         kind=kind,
-        task_id=row["task_id"],
+        task_id=row["task_id"] if "task_id" in row else row["first_task_id"],
         objective=_clip(row["objective"], 200),
         run_id=row.get("run_id"),
         agent=row.get("actor_id"),

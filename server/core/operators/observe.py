@@ -76,9 +76,11 @@ async def get_task(core: Core, task_id: str) -> results.TaskView:
             raise task_not_found(task_id)
         runs = await queries.runs_of_task(conn, task_id, RUNS_SHOWN)
         merge = await integrations.of_task(conn, task_id)
+        spent = await missions.spent_of_task(conn, task_id)
     return results.TaskView(
         task=views.task_detail(task),
         runs=[views.run_summary(run) for run in runs],
+        spent=views.spent(spent),
         integration=views.integration(merge) if merge is not None else None,
     )
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from server.core.results.shape import Ok, Shape, column
+from server.core.results.shape import Ok, Shape, Spent, column
 from server.vocab import MissionStatus, PhaseStatus, TaskStatus
 
 
@@ -65,8 +65,8 @@ class MissionProgress(Shape):
 
 
 class Blocker(Shape):
-    task_id: str
-    kind: Literal["failed", "cancelled", "dependency_failed", "human"]
+    task_id: str | None = Field(None, description="Absent for budget_spent, which holds back the whole mission.")
+    kind: Literal["failed", "cancelled", "dependency_failed", "human", "budget_spent"]
     reason: str
     action: str
 
@@ -89,6 +89,47 @@ class MissionDetail(Shape):
     workflow: dict[str, Any] | None = None
     created_at: datetime
     completed_at: datetime | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    summary: str | None = Field(None, description="The closing summary its planner wrote.")
+    budget_spent: bool = Field(False, description="A limit is reached: its tasks are not handed out.")
+
+
+Outcome = Literal["completed", "completed_with_failures", "cancelled", "stalled"]
+
+
+class MissionFile(Shape):
+    """A file the mission's approved work changed, as JCT read it from git (verifiable repositories only)."""
+
+    path: str
+    status: str
+    added: int = 0
+    removed: int = 0
+    tasks: list[str] = Field(description="The tasks whose approved run changed it.")
+
+
+class TaskAchieved(Shape):
+    task_id: str
+    objective: str
+    summary: str | None = Field(None, description="The summary of its approved run.")
+
+
+class TaskLimitation(Shape):
+    task_id: str | None = None
+    kind: Literal["failed", "cancelled", "blocker", "override"]
+    reason: str
+
+
+class MissionOutcome(Shape):
+    """How the mission ended, once it has (every task done, or nothing left that runs without a person)."""
+
+    outcome: Outcome = Field(description="stalled: waits for a person (see limitations).")
+    achieved: list[TaskAchieved]
+    limitations: list[TaskLimitation]
+    files_changed: list[MissionFile]
+    files_truncated: bool = False
+    spent: Spent
+    duration_seconds: float
 
 
 class MissionView(Ok):
@@ -99,6 +140,8 @@ class MissionView(Ok):
     claimable: list[MissionTask] = Field(description="Queued tasks, which jct_claim_task / jct_claim_next take.")
     decisions: list[DecisionView]
     tasks: list[MissionTask] | None = None
+    spent: Spent  # summed over its runs
+    outcome: MissionOutcome | None = Field(None, description="Once it has ended.")
 
 
 class MissionSummary(Shape):
@@ -108,6 +151,9 @@ class MissionSummary(Shape):
     total: int
     approved: int
     created_at: datetime
+    spent_cost_usd: float = 0
+    spent_tokens: float = 0
+    budget_spent: bool = False
 
 
 class MissionList(Ok):

@@ -37,3 +37,11 @@ class Target(Shape):
     path: str
     # The path globs the task edits (DESIGN section 16); absent when it declares none.
     touches: list[str] | None = None
+
+
+class Spent(Shape):
+    """What runs reported spending (their telemetry), summed: tokens is tokens_input + tokens_output."""
+
+    tokens: float = 0
+    cost_usd: float = 0
+    duration_seconds: float = 0

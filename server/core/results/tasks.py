@@ -13,7 +13,7 @@ from server import uris
 from server.core.results.briefings import Constraints, ConstraintSnapshot, ContextPacket
 from server.core.results.missions import DecisionView
 from server.core.results.review import EvidenceSummary
-from server.core.results.shape import Ok, Shape, Target, column
+from server.core.results.shape import Ok, Shape, Spent, Target, column
 from server.vocab import ArtifactType, EventKind, Operation, Priority, RunStatus, TaskStatus
 
 
@@ -230,6 +230,7 @@ class MergeQueue(Ok):
 class TaskView(Ok):
     task: TaskDetail
     runs: list[RunSummary]
+    spent: Spent  # summed over all its runs
     integration: IntegrationView | None = Field(None, description="Its latest work's place in the merge queue.")
 
 
@@ -344,6 +345,7 @@ class AgentView(Shape):
     last_seen: datetime | None = None
     done: int
     failed: int
+    spent: Spent  # by its runs in the window
 
 
 class AgentList(Ok):
@@ -352,7 +354,13 @@ class AgentList(Ok):
 
 
 StuckKind = Literal[
-    "lease_overdue", "over_budget", "no_progress", "human_blocker", "failed_dependency", "integration_waiting"
+    "lease_overdue",
+    "over_budget",
+    "no_progress",
+    "human_blocker",
+    "failed_dependency",
+    "integration_waiting",
+    "mission_budget_spent",
 ]
 
 
@@ -369,6 +377,8 @@ class StuckItem(Shape):
     # completed: review it) and, blocked by a failed dependency, that dependency (requeue it).
     task_status: TaskStatus
     dependency_id: str | None = None
+    # mission_budget_spent: the mission whose spent budget holds back its queued tasks (task_id: the first).
+    mission_id: str | None = None
 
 
 class StuckList(Ok):

@@ -104,6 +104,7 @@ def settle_completion(
         review_state = ReviewState.PENDING
 
     failure = {"error_message": error_message} if not success and error_message else None
+    spent = usage.add(run.get("telemetry"), telemetry) if telemetry else run.get("telemetry")
     back = _SentBack(evidence, to_fix, rounds, gate) if to_fix else None
     task_values: dict[str, Any] = {
         "status": task_status,
@@ -147,7 +148,8 @@ def settle_completion(
                 "ended_at": ts,
                 "summary": summary,
                 "outputs": outputs,
-                "telemetry": usage.add(run.get("telemetry"), telemetry) if telemetry else run.get("telemetry"),
+                "telemetry": spent,
+                **usage.run_columns(spent),
                 "failure": failure,
                 "files_changed": files_changed,
             },
@@ -157,8 +159,10 @@ def settle_completion(
         changes.update_task(task["id"], task_values, status_in=(TaskStatus.RUNNING,)),
     ]
     trace = task["trace_id"]
-    if telemetry and (spent := usage.totals_rows(telemetry)):
-        writes.append(changes.insert_telemetry_deltas(spent))
+    if telemetry and (rows := usage.totals_rows(telemetry)):
+        writes.append(changes.insert_telemetry_deltas(rows))
+    if telemetry and task.get("mission_id"):
+        writes.append(changes.Spend(task["mission_id"], *usage.spend(telemetry)))
     running = {"status": RunStatus.RUNNING}
     audit = [
         audit_row(
