@@ -231,6 +231,9 @@ class TaskView(Ok):
     task: TaskDetail
     runs: list[RunSummary]
     integration: IntegrationView | None = Field(None, description="Its latest work's place in the merge queue.")
+    review_round: str = Field(
+        "", description="e.g. 'review round 1 of 2': the reviews that asked for changes, of the most it may get."
+    )
 
 
 class ArtifactView(Shape):
