@@ -43,14 +43,21 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
     @tool(mcp, READ)
     async def jct_list_agents(
         active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000)] = 3600,
+        state: Annotated[
+            results.AgentState | None, Field(description="working: holds a claim; waiting: in jct_claim_next.")
+        ] = None,
     ) -> results.AgentList:
-        """Agents, their claims and lease ends."""
-        return await actions.list_agents(core, active_within_seconds=active_within_seconds)
+        """Agents, their state, claims and lease ends."""
+        return await actions.list_agents(core, active_within_seconds=active_within_seconds, state=state)
 
     @tool(mcp, READ)
-    async def jct_list_stuck() -> results.StuckList:
+    async def jct_list_stuck(
+        stuck_after_seconds: Annotated[
+            int | None, Field(ge=1, le=actions.STUCK_AFTER_MAX, description="Silence that counts; default setting.")
+        ] = None,
+    ) -> results.StuckList:
         """Work needing a person, with reason and action."""
-        return await actions.list_stuck(core, limit=STUCK_SHOWN)
+        return await actions.list_stuck(core, limit=STUCK_SHOWN, stuck_after_seconds=stuck_after_seconds)
 
     @tool(mcp, READ)
     async def jct_search_audit(

@@ -20,6 +20,7 @@ from server.core.results.git import GitCommit, GitLog, GitText
 from server.core.results.missions import (
     Blocker,
     DecisionView,
+    MilestoneView,
     MissionCancelled,
     MissionCreated,
     MissionDetail,
@@ -47,6 +48,7 @@ from server.core.results.shape import Ok, Shape, Target, column
 from server.core.results.tasks import (
     BASE_COMMIT,
     AgentList,
+    AgentState,
     AgentView,
     ArtifactContent,
     ArtifactReported,
@@ -86,6 +88,7 @@ from server.core.results.workflows import WorkflowInput, WorkflowList, WorkflowS
 __all__ = [
     "BASE_COMMIT",
     "AgentList",
+    "AgentState",
     "AgentView",
     "ArtifactContent",
     "ArtifactReported",
@@ -117,6 +120,7 @@ __all__ = [
     "IssueView",
     "MergeQueue",
     "MergeQueueItem",
+    "MilestoneView",
     "MissionCancelled",
     "MissionCreated",
     "MissionDetail",

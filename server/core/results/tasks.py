@@ -339,9 +339,15 @@ class HeldClaim(Shape):
     lease_expires_at: datetime | None
 
 
+AgentState = Literal["working", "waiting", "idle"]
+
+
 class AgentView(Shape):
     agent: str  # who claimed (actor_id)
     principal: str  # who authenticated (a token's name; `local` without tokens)
+    state: AgentState = Field(
+        "idle", description="working: holds a claim; waiting: in jct_claim_next on this server process; idle."
+    )
     claims_held: int
     claims: list[HeldClaim] = Field(description="The first 10 by lease end.")
     last_seen: datetime | None = None
