@@ -30,12 +30,13 @@ def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         feedback: Annotated[str | None, text("For the next agent.", Limits.REASON)] = None,
     ) -> results.Requeued:
-        """Requeue failed, cancelled or rejected work; feedback joins its briefing."""
+        """Requeue failed, cancelled or rejected work, attempts and rounds reset; feedback joins its briefing. Undo:
+        jct_cancel_task."""
         return await actions.requeue_task(core, identity.actor(ctx), task_id, reason, feedback)
 
     @tool(mcp, WRITE)
     async def jct_set_priority(task_id: TaskId, priority: Priority, ctx: Context) -> results.PrioritySet:
-        """Change an open task's priority."""
+        """Change an open task's priority; undo: set the previous one it returns."""
         return await actions.set_priority(core, identity.actor(ctx), task_id, priority)
 
 

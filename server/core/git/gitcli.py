@@ -424,9 +424,16 @@ _DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
 
 
 async def changed_files(
-    repo: Repo, base: str, head: str | None, *, within: float, max_bytes: int = DEFAULT_MAX_BYTES
+    repo: Repo,
+    base: str,
+    head: str | None,
+    *,
+    within: float,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    paths: Sequence[str] = (),
 ) -> tuple[list[FileChange], bool]:
-    """Files changed from `base` to `head` (to the working tree when head is None), and whether the list was cut."""
+    """Files changed from `base` to `head` (to the working tree when head is None), under `paths` when given, and
+    whether the list was cut."""
     revs = [base] if head is None else [base, head]
     status_out = await git(
         repo,
@@ -437,6 +444,7 @@ async def changed_files(
         "--end-of-options",
         *revs,
         "--",
+        *paths,
         within=within,
         max_bytes=max_bytes,
     )
@@ -449,6 +457,7 @@ async def changed_files(
         "--end-of-options",
         *revs,
         "--",
+        *paths,
         within=within,
         max_bytes=max_bytes,
     )

@@ -16,7 +16,7 @@ from server.core.results.briefings import (
     TaskContext,
     UpstreamArtifact,
 )
-from server.core.results.git import GitCommit, GitLog, GitText
+from server.core.results.git import GitCommit, GitFile, GitLog, GitTag, GitText
 from server.core.results.missions import (
     Blocker,
     DecisionView,
@@ -113,7 +113,9 @@ __all__ = [
     "EvidenceView",
     "Expired",
     "GitCommit",
+    "GitFile",
     "GitLog",
+    "GitTag",
     "GitText",
     "HeldClaim",
     "IntegrationView",
