@@ -153,6 +153,9 @@ class Settings(BaseSettings):
     # resources/subscribe URIs one session may hold.
     max_subscriptions_per_session: int = Field(default=100, ge=1, le=100_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # One info line per tool call on the `jct.calls` logger (tool, principal, agent, task/run id, outcome,
+    # duration), never an argument's text; false: none.
+    log_tool_calls: bool = True
     # `json`: one JSON object per log line (for log shippers); `text`: one readable line.
     log_format: Literal["text", "json"] = "text"
     # Behind a load balancer: this replica's name, prefixed to its MCP session ids (`jct1.<hex>`) so the
