@@ -2,9 +2,10 @@
 follow who did what and how long it took.
 
 A line names the tool, the principal and agent that called it, the task, run, mission or evidence pack it was
-about (ids only: a value that is not a UUID is logged as `invalid`), the outcome (`ok` or the error code) and
-the duration. Never an argument's text, a token or an artifact's content: what a call carried stays in the
-database, behind the tools that read it. With JCT_LOG_FORMAT=json each field is a key of the line's object.
+about (ids only: a value that is not a UUID is logged as `invalid`, and a run_id's claim key is left out), the
+outcome (`ok` or the error code) and the duration. Never an argument's text, a token or an artifact's content:
+what a call carried stays in the database, behind the tools that read it. With JCT_LOG_FORMAT=json each field
+is a key of the line's object.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from mcp_types import CallToolResult
 
+from server.core.models import KEY_SEPARATOR
 from server.errors import JctError
 from server.identity import Identity
 
@@ -35,10 +37,13 @@ def caller(identity: Identity, context: Any) -> tuple[str, str]:
 
 
 def _id(value: object) -> str | None:
+    """The id as a UUID; a run_id's claim key (after KEY_SEPARATOR) is a credential and is left out."""
     if value is None:
         return None
+    if not isinstance(value, str) or len(value) > 80:
+        return "invalid"
     try:
-        return str(uuid.UUID(str(value))) if isinstance(value, str) and len(value) <= 64 else "invalid"
+        return str(uuid.UUID(value.partition(KEY_SEPARATOR)[0]))
     except ValueError:
         return "invalid"
 

@@ -39,7 +39,8 @@ async def work(server: Server) -> dict[str, str]:
         )
         refused = await client.call_tool("jct_get_task", {"task_id": "not a task id"})
         assert refused.is_error
-    return {"task_id": task["task_id"], "run_id": claim["run_id"], "agent": claim.get("agent", "")}
+    run_id, _, key = claim["run_id"].partition(".")
+    return {"task_id": task["task_id"], "run_id": run_id, "key": key}
 
 
 def lines_of(log: str, logger: str = "jct.calls") -> list[str]:
@@ -66,6 +67,8 @@ async def test_every_tool_call_is_one_info_line_without_what_it_carried(database
     assert f"task_id={ids['task_id']}" in calls[0]  # the enqueued task, read from the result
     assert "task_id=invalid outcome=INVALID_ARGUMENT" in calls[3]
     assert OBJECTIVE not in log
+    assert ids["key"]
+    assert ids["key"] not in log  # a run_id's claim key is a credential
     assert CONTENT not in log
     assert "not a task id" not in "\n".join(calls)  # the refusal's own line (jct.tools) quotes it, not this one
 
