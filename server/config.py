@@ -153,6 +153,9 @@ class Settings(BaseSettings):
     # resources/subscribe URIs one session may hold.
     max_subscriptions_per_session: int = Field(default=100, ge=1, le=100_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # One info line per tool call on the `jct.calls` logger (tool, principal, agent, task/run id, outcome,
+    # duration), never an argument's text; false: none.
+    log_tool_calls: bool = True
     # `json`: one JSON object per log line (for log shippers); `text`: one readable line.
     log_format: Literal["text", "json"] = "text"
     # Behind a load balancer: this replica's name, prefixed to its MCP session ids (`jct1.<hex>`) so the
@@ -167,9 +170,9 @@ class Settings(BaseSettings):
     statement_timeout_seconds: float = Field(default=60.0, gt=0, le=86400)
     # Workflow files (*.yaml) beside the ones JCT ships; default $JCT_HOME/workflows.
     workflows_dir: Path | None = None
-    # needs_changes rounds a task may go through before it fails with quality_gate_exhausted (a workflow
-    # step's gate.max_rounds replaces it for that step's task).
-    max_review_rounds: int = Field(default=3, ge=0, le=100)
+    # Reviews that may ask a task for changes (a person's, an agent's or the automatic rework's): the last of
+    # them fails it with quality_gate_exhausted (a workflow step's gate.max_rounds replaces it for that step).
+    max_review_rounds: int = Field(default=3, ge=1, le=100)
     # Repositories JCT reads itself (DESIGN section 13): `prefix=location` pairs; a location is a local
     # directory of repositories or a git URL JCT fetches into $JCT_HOME/git. A task whose target_repo starts
     # with a prefix is verifiable.

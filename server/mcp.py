@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
-from server import sdk
+from server import calls, sdk
 from server.errors import ErrorCode, JctError
 from server.failures import FailureLog
 from server.identity import Identity
@@ -75,6 +76,8 @@ class JctServer(MCPServer[Any]):
         self.identity = identity
         # tool -> toolset, filled by build_mcp; a tool registered later (`extend`) counts as admin.
         self.toolset_of: dict[str, str] = {}
+        # JCT_LOG_TOOL_CALLS: one line per tool call on `jct.calls` (server/calls.py).
+        self.log_calls = False
         # Tool calls running now: a draining server waits for them (server/app.py).
         self.in_flight = InFlight()
         # Requests that fail because the database or the disk did: one log line per kind per interval.
@@ -117,6 +120,9 @@ class JctServer(MCPServer[Any]):
         known = sdk.has_tool(self, name)
         # Only registered names become label values: garbage names must not grow the metric.
         self.in_flight.enter()
+        started = time.perf_counter()
+        code = "error"
+        result: CallToolResult | InputRequiredResult | None = None
         try:
             with self.metrics.tool_call(name if known else "unknown") as outcome:
                 result = await self._call_tool(name, arguments, context, known=known)
@@ -127,6 +133,15 @@ class JctServer(MCPServer[Any]):
                 return result
         finally:
             self.in_flight.leave()
+            if self.log_calls:
+                calls.logged(
+                    name if known else "unknown",
+                    calls.caller(self.identity, context),
+                    arguments,
+                    result,
+                    code,
+                    time.perf_counter() - started,
+                )
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None, *, known: bool
@@ -267,5 +282,6 @@ def populate(server: JctServer, core: Core) -> None:
     from server.tools import register_tools
 
     server.toolset_of = register_tools(server, core, server.identity, core.settings.toolsets)
+    server.log_calls = core.settings.log_tool_calls
     register_resources(server, core)
     register_prompts(server, core)

@@ -293,18 +293,33 @@ async def cancel(conn: AsyncConnection, mission_id: str, reason: str, now: Any) 
 
 
 async def decisions_of(
-    conn: AsyncConnection, mission_id: str, limit: int, since: datetime | None = None
+    conn: AsyncConnection,
+    mission_id: str,
+    limit: int,
+    since: datetime | None = None,
+    agent: str | None = None,
+    kind: str = EventKind.DECISION,
 ) -> list[dict[str, Any]]:
-    """The decisions recorded in the mission, newest first: {data, task_id, run_id, at}."""
+    """The decisions (or another kind of event) recorded in the mission, newest first, after `since` and by
+    `agent` (a run's actor_id) when given: {data, message, task_id, run_id, agent, at}."""
     events, runs, tasks = t.run_events, t.runs, t.tasks
     query = (
-        select(events.c.data, runs.c.task_id, events.c.run_id, events.c.created_at.label("at"))
+        select(
+            events.c.data,
+            events.c.message,
+            runs.c.task_id,
+            events.c.run_id,
+            runs.c.actor_id.label("agent"),
+            events.c.created_at.label("at"),
+        )
         .join(runs, runs.c.id == events.c.run_id)
         .join(tasks, tasks.c.id == runs.c.task_id)
-        .where(tasks.c.mission_id == mission_id, events.c.kind == EventKind.DECISION)
+        .where(tasks.c.mission_id == mission_id, events.c.kind == kind)
     )
     if since is not None:
         query = query.where(events.c.created_at > since)
+    if agent is not None:
+        query = query.where(runs.c.actor_id == agent)
     rows = (await conn.execute(query.order_by(events.c.id.desc()).limit(limit))).mappings().all()
     return [dict(row) for row in rows]
 

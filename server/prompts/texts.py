@@ -126,7 +126,7 @@ JUDGING = [
     "attempt's briefing, so say exactly what to change and how to show it); rejected (wrong approach or "
     "should not be done: the task fails). Give a reason a worker can act on. A workflow step's gate may say who "
     "approves (agent: not its executor; human: a person), and each needs_changes spends one of its review "
-    "rounds: past the last the task fails (quality_gate_exhausted), which an admin may override "
+    "rounds: the last one fails the task (quality_gate_exhausted), which an admin may override "
     "(override_reason).",
 ]
 

@@ -154,8 +154,7 @@ def issue_briefing(brief: IssueBrief) -> str:
     if brief.feedback:
         lines += [
             "",
-            f"## Review feedback ({len(brief.feedback)} round{'s' if len(brief.feedback) != 1 else ''}, "
-            "oldest first: address every point)",
+            f"## Review feedback ({brief.review_round or 'from an operator'}; oldest first: address every point)",
             *_feedback(brief.feedback, brief.runs, pointer),
         ]
     task_lines: list[str] = []

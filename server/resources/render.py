@@ -187,7 +187,7 @@ def task_page(page: TaskPage) -> str:
         "",
         f"**{task.status}** · {task.priority} · {task.operation} · {target_text(task.target)} · "
         f"{runs_text(page.runs)} · expired leases {task.attempts}/{task.max_attempts} · "
-        f"budget {duration(task.time_budget_seconds)}",
+        f"budget {duration(task.time_budget_seconds)} · {page.review_round}",
     ]
     if task.cwom_issue_id is not None:
         title = f" ({line(page.issue_title, 80)})" if page.issue_title else ""

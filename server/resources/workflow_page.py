@@ -34,7 +34,11 @@ def workflow_page(workflow: Workflow) -> str:
             "",
             f"Objective: {line(step['objective'], 300)}",
             f"Waits for: {waits}. Review: {gate.get('review', 'auto')}"
-            + (f", at most {gate['max_rounds']} round(s) of changes" if "max_rounds" in gate else "")
+            + (
+                f", {gate['max_rounds']} review(s) may ask for changes, the last failing the task"
+                if "max_rounds" in gate
+                else ""
+            )
             + ".",
         ]
         if step.get("instructions"):

@@ -59,13 +59,14 @@ def _compact_input_schema(schema: Any) -> Any:
     """The same input schema in fewer characters (each lands in every agent's context window): an optional
     parameter, anyOf [X, null], becomes plain X (leaving it out is how a caller says null; a null sent anyway
     is still accepted), a default that is merely empty (null, "", [], {}) is left out, as leaving the
-    parameter out means the same, and so is `additionalProperties: true`, which JSON Schema assumes."""
+    parameter out means the same, and so is `additionalProperties` (true is what JSON Schema assumes; false, on
+    a nested model, is what pydantic enforces on the server, which names the unknown key in its error)."""
     if isinstance(schema, list):
         return [_compact_input_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     node = {key: _compact_input_schema(value) for key, value in schema.items()}
-    if node.get("additionalProperties") is True:
+    if isinstance(node.get("additionalProperties"), bool):
         del node["additionalProperties"]
     if "default" in node and any(
         node["default"] == empty and type(node["default"]) is type(empty) for empty in _EMPTY_DEFAULTS

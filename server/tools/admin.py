@@ -32,22 +32,19 @@ from server.tools.params import (
     bounded,
     items,
     text,
-    uuid,
 )
 
 
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @tool(mcp, DESTRUCTIVE)
     async def jct_manage_doctrine(
-        action: Annotated[
-            Literal["add", "list", "show", "remove"], Field(description="add replaces; remove is final.")
-        ],
+        action: Literal["add", "list", "show", "remove"],
         ctx: Context,
         name: Annotated[str | None, text("ns/name", Limits.DOCTRINE_REF)] = None,
         body: Annotated[str | None, text("For add.", Limits.DOCTRINE_BODY)] = None,
         repo_prefix: Annotated[str | None, text("Also all repos under it", Limits.REPO)] = None,
     ) -> doctrine.DoctrineList:
-        """Briefing guidance: add, list, show, remove."""
+        """Briefing guidance: add (replaces), list, show, remove. Undo: add again the body show gave."""
         return await doctrine.manage(core, identity.actor(ctx), action, name, body, repo_prefix)
 
     @tool(mcp, WRITE)
@@ -63,8 +60,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         acceptance_criteria: Annotated[list[Criterion] | None, items("Checkable statements.", Limits.CRITERIA)] = None,
         context_summary: Annotated[str | None, text("The briefing.", Limits.SUMMARY)] = None,
         idempotency_key: IdempotencyKey = None,
-        create_cwom: Annotated[bool, Field(description="Also create the issue and briefing.")] = True,
-        mission_id: Annotated[str | None, uuid("Join this mission.")] = None,
+        create_cwom: Annotated[bool, Field(description="Issue and briefing too.")] = True,
+        mission_id: str | None = None,
         phase: Annotated[int | None, Field(ge=0, description="Default: the mission's last.")] = None,
         depends_on: Annotated[list[Uuid] | None, items("Task ids in the mission.", Limits.DEPENDENCIES)] = None,
         doctrine: DoctrineRefs = None,
@@ -73,7 +70,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         touches: Touches = None,
     ) -> results.Enqueued:
         """Add a task. Write objective and acceptance_criteria so another agent can do and check the work unaided.
-        mission_id joins a mission (blocked until its depends_on are approved). Undo: jct_cancel_task."""
+        mission_id joins a mission (blocked until depends_on are approved). Undo: jct_cancel_task."""
         return await intake.enqueue_task(
             core,
             identity.actor(ctx),
@@ -99,5 +96,5 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 
     @tool(mcp, DESTRUCTIVE)
     async def jct_cancel_task(task_id: TaskId, reason: Reason, ctx: Context) -> results.Cancelled:
-        """Cancel a queued, blocked or running task; its agent's next call fails. Cannot be undone."""
+        """Cancel a queued, blocked or running task; its agent's next call fails. Undo: jct_requeue_task."""
         return await cancel.cancel_task(core, identity.actor(ctx), task_id, reason)

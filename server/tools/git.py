@@ -14,7 +14,7 @@ from server.core.service import Core
 from server.identity import Identity
 from server.tools.annotations import READ
 from server.tools.declare import tool
-from server.tools.params import bounded
+from server.tools.params import Cursor, bounded, text
 
 Repo = Annotated[str, bounded(Limits.REPO)]
 Ref = Annotated[str, bounded(Limits.REF)]
@@ -30,9 +30,12 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ref: Ref = "main",
         path: Path = None,
         limit: Annotated[int, Field(ge=1, le=history.MAX_LOG)] = 20,
+        since_ref: Annotated[str | None, text("Only commits after it.", Limits.REF)] = None,
+        cursor: Cursor = None,
+        tags: Annotated[bool, Field(description="List tags instead.")] = False,
     ) -> results.GitLog:
         """Commits of a repo JCT reads, newest first."""
-        return await history.git_log(core, repo, ref, path, limit)
+        return await history.git_log(core, repo, ref, path, limit, since_ref=since_ref, cursor=cursor, tags=tags)
 
     @tool(mcp, READ)
     async def jct_git_diff(
@@ -55,5 +58,5 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         path: Annotated[str, bounded(Limits.PATH)],
         max_chars: MaxChars = 20_000,
     ) -> results.GitText:
-        """A file at a ref, read by JCT."""
+        """A file or directory listing at a ref, read by JCT."""
         return await history.git_show(core, repo, ref, path, max_chars)

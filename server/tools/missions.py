@@ -95,12 +95,15 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
     @tool(mcp, READ)
     async def jct_get_mission(
         mission_id: MissionId,
-        include: Annotated[list[Literal["tasks"]] | None, items("Also list its tasks.", 1)] = None,
+        include: Annotated[list[Literal["tasks", "milestones"]] | None, items("Also list these.", 2)] = None,
         phase: Annotated[int | None, Field(ge=0, description="Only this phase's tasks.")] = None,
-        since: Annotated[str | None, text("ISO time: only decisions after it.", 64)] = None,
+        since: Annotated[str | None, text("ISO time: only events after it.", 64)] = None,
+        agent: Annotated[str | None, text("Only this agent's events.", 256)] = None,
     ) -> results.MissionView:
         """A mission: progress, phases, blockers (with what lifts each), claimable tasks, decisions, cost, outcome."""
-        return await mission_status.get_mission(core, mission_id, include=include, phase=phase, since=since)
+        return await mission_status.get_mission(
+            core, mission_id, include=include, phase=phase, since=since, agent=agent
+        )
 
     @tool(mcp, READ)
     async def jct_list_missions(

@@ -30,8 +30,8 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 
     @tool(mcp, READ)
     async def jct_get_evidence(run_id: RunId) -> results.EvidenceView:
-        """A run's evidence pack: verdict and reason, each check, each criterion with cited artifacts, review_state.
-        jct_submit_review takes its id."""
+        """A run's evidence pack: verdict, reason, checks, criteria with cited artifacts, review_state; its id goes to
+        jct_submit_review."""
         return await observe.get_evidence(core, run_id)
 
     @tool(mcp, READ)
@@ -40,22 +40,20 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         offset: Annotated[int, Field(ge=0, description="First character.")] = 0,
         max_chars: Annotated[int, Field(ge=1, le=100_000)] = 20_000,
     ) -> results.ArtifactContent:
-        """An artifact's content, max_chars from offset; truncated: true with next_offset: call again for more."""
+        """An artifact's content from offset; truncated: call again at next_offset."""
         return await observe.get_artifact(core, artifact_id, offset=offset, max_chars=max_chars)
 
     @tool(mcp, READ)
     async def jct_get_audit_trail(
-        entity_kind: Annotated[
-            Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"], Field(description="What entity_id names.")
-        ],
+        entity_kind: Literal["Task", "Issue", "Run", "Artifact", "EvidencePack"],
         entity_id: str,
         limit: AuditLimit = 50,
         cursor: Cursor = None,
     ) -> results.AuditTrail:
-        """Every recorded change to an entity, oldest first: who (actor), what (action), before/after."""
+        """An entity's recorded changes, oldest first: actor, action, before/after."""
         return await observe.get_audit_trail(core, entity_kind, entity_id, limit=limit, cursor=cursor)
 
     @tool(mcp, READ)
     async def jct_queue_stats() -> results.QueueStats:
-        """Queue health: task counts by status, expired leases, oldest queued task age, pending reviews."""
+        """Task counts by status, expired leases, oldest queued age, pending reviews."""
         return await queue.queue_stats(core)

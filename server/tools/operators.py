@@ -30,12 +30,13 @@ def register_admin(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         feedback: Annotated[str | None, text("For the next agent.", Limits.REASON)] = None,
     ) -> results.Requeued:
-        """Requeue failed, cancelled or rejected work; feedback joins its briefing."""
+        """Requeue failed, cancelled or rejected work, attempts and rounds reset; feedback joins its briefing. Undo:
+        jct_cancel_task."""
         return await actions.requeue_task(core, identity.actor(ctx), task_id, reason, feedback)
 
     @tool(mcp, WRITE)
     async def jct_set_priority(task_id: TaskId, priority: Priority, ctx: Context) -> results.PrioritySet:
-        """Change an open task's priority."""
+        """Change an open task's priority; undo: set the previous one it returns."""
         return await actions.set_priority(core, identity.actor(ctx), task_id, priority)
 
 
@@ -43,14 +44,21 @@ def register_observe(mcp: MCPServer[Any], core: Core, identity: Identity) -> Non
     @tool(mcp, READ)
     async def jct_list_agents(
         active_within_seconds: Annotated[int, Field(ge=1, le=2_592_000)] = 3600,
+        state: Annotated[
+            results.AgentState | None, Field(description="working: holds a claim; waiting: in jct_claim_next.")
+        ] = None,
     ) -> results.AgentList:
-        """Agents: claims, leases, cost."""
-        return await actions.list_agents(core, active_within_seconds=active_within_seconds)
+        """Agents, their state, claims, lease ends, cost."""
+        return await actions.list_agents(core, active_within_seconds=active_within_seconds, state=state)
 
     @tool(mcp, READ)
-    async def jct_list_stuck() -> results.StuckList:
+    async def jct_list_stuck(
+        stuck_after_seconds: Annotated[
+            int | None, Field(ge=1, le=actions.STUCK_AFTER_MAX, description="Silence that counts; default setting.")
+        ] = None,
+    ) -> results.StuckList:
         """Work needing a person, with reason and action."""
-        return await actions.list_stuck(core, limit=STUCK_SHOWN)
+        return await actions.list_stuck(core, limit=STUCK_SHOWN, stuck_after_seconds=stuck_after_seconds)
 
     @tool(mcp, READ)
     async def jct_search_audit(

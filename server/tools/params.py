@@ -49,13 +49,13 @@ RunId = str
 MissionId = str
 ClaimedRun = str | None  # the run_id of your claim (jct_claim_task says to pass it)
 Operation = Literal["code_change", "docs", "analysis", "ops"]
-OperationFilter = Annotated[Operation | None, Field(description="Only this kind of work.")]
+OperationFilter = Operation | None
 Limit = Annotated[int, Field(ge=1, le=100)]
 AuditLimit = Annotated[int, Field(ge=1, le=200)]
-Cursor = Annotated[str | None, text("From next_cursor.", Limits.CURSOR)]
-Reason = Annotated[str, text("Why; audited.", Limits.REASON)]
-TargetRepo = Annotated[str, text("e.g. myorg/api", Limits.REPO)]
-Priority = Annotated[Literal["P0", "P1", "P2", "P3", "P4"], Field(description="P0 first.")]
+Cursor = Annotated[str | None, bounded(Limits.CURSOR)]  # a result's next_cursor
+Reason = Annotated[str, bounded(Limits.REASON)]  # why, for the audit log
+TargetRepo = Annotated[str, bounded(Limits.REPO)]  # owner/name, e.g. myorg/api
+Priority = Literal["P0", "P1", "P2", "P3", "P4"]  # P0 is claimed first
 IdempotencyKey = Annotated[str | None, bounded(Limits.IDEMPOTENCY_KEY)]
 Budget = Field(json_schema_extra={"minimum": Limits.MIN_BUDGET, "maximum": Limits.MAX_BUDGET})
 DoctrineRefs = Annotated[

@@ -19,7 +19,7 @@ from server.errors import invalid
 from server.identity import Identity
 from server.tools.annotations import READ, RETRY_SAFE, WRITE
 from server.tools.declare import tool
-from server.tools.params import ClaimedRun, Cursor, Limit, OperationFilter, Reason, TaskId, Uuid, items, text
+from server.tools.params import ClaimedRun, Cursor, Limit, OperationFilter, Reason, TaskId, Uuid, bounded, text
 
 
 def _as_text(value: Any) -> Any:
@@ -68,22 +68,18 @@ Spent = Annotated[dict[str, Any] | None, Field(description="Spent since last rep
 def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
     @tool(mcp, READ)
     async def jct_list_tasks(
-        status: Annotated[
-            Literal["blocked", "queued", "running", "completed", "failed", "cancelled", "all"],
-            Field(description="all: any status."),
-        ] = "queued",
+        status: Literal["blocked", "queued", "running", "completed", "failed", "cancelled", "all"] = "queued",
         operation: OperationFilter = None,
         limit: Limit = 10,
         cursor: Cursor = None,
     ) -> results.TaskList:
-        """Browse the queue, P0 and oldest first (jct_claim_next simply takes the next). Returns tasks[] and
-        next_cursor."""
+        """The queue, P0 and oldest first (jct_claim_next takes the next)."""
         return await queue.list_tasks(core, status=status, operation=operation, limit=limit, cursor=cursor)
 
     @tool(mcp, WRITE)
     async def jct_claim_task(task_id: TaskId, ctx: Context) -> results.Claim:
-        """Claim a queued task by id; exactly one caller wins. Returns run_id (pass it to later calls), the briefing
-        (context_packet) and lease_expires_at. Undo: jct_release_task. TASK_ALREADY_CLAIMED: use jct_claim_next."""
+        """Claim a queued task by id. Returns run_id (pass it to later calls), the briefing (context_packet) and
+        lease_expires_at. Undo: jct_release_task."""
         return await queue.claim_task(core, identity.actor(ctx), task_id)
 
     @tool(mcp, WRITE)
@@ -91,10 +87,10 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         operation: OperationFilter = None,
         repo_prefix: Annotated[str | None, text("Only target_repos starting with this.", Limits.REPO)] = None,
-        wait_seconds: Annotated[float, Field(description="Seconds to wait for a task to appear.")] = 0,
+        wait_seconds: Annotated[float, Field(description="Wait this long for one.")] = 0,
     ) -> results.ClaimNext:
-        """Claim the highest-priority eligible task; the result of jct_claim_task plus claimed: true. claimed: false:
-        nothing left for you, stop."""
+        """Claim the highest-priority eligible task, as jct_claim_task does (claimed: true). claimed: false: nothing
+        left for you, stop. Undo: jct_release_task."""
 
         async def still_waiting(waited: float, wait: float) -> None:
             await ctx.report_progress(waited, wait, "waiting for a task")
@@ -110,7 +106,7 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 
     @tool(mcp, READ)
     async def jct_get_context(task_id: TaskId) -> results.TaskContext:
-        """Re-read a task's briefing: issue, context_packet (with review_feedback), constraints, doctrine to follow."""
+        """A task's briefing: issue, context_packet (with review_feedback), constraints, doctrine to follow."""
         return await observe.get_context(core, task_id)
 
     @tool(mcp, WRITE)
@@ -124,13 +120,12 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         content: Content = None,
         uri: Annotated[str | None, text("Or where it is kept (not file://).", Limits.URI)] = None,
-        media_type: Annotated[str, text("e.g. text/x-diff.", Limits.MEDIA_TYPE)] = "text/plain",
+        media_type: Annotated[str, bounded(Limits.MEDIA_TYPE)] = "text/plain",
         run_id: ClaimedRun = None,
     ) -> results.ArtifactReported:
         """Record an output of your claimed task (content, or a remote uri); renews the lease; kept for good. The prover
         wants a code_patch or commit for code_change, a doc for docs, a report for analysis, a log or report for ops.
-        Returns artifact_id: cite it in criteria_results. LEASE_EXPIRED: stop. PAYLOAD_TOO_LARGE: split it or give a
-        uri."""
+        Returns artifact_id: cite it in criteria_results."""
         return await work.report_artifact(
             core,
             identity.actor(ctx),
@@ -153,12 +148,12 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
             Literal["progress", "milestone", "decision", "blocker"], Field(description="blocker: stuck.")
         ] = "progress",
         run_id: ClaimedRun = None,
-        data: Annotated[dict[str, Any] | None, Field(description="Structured detail; see kind.")] = None,
+        data: Annotated[dict[str, Any] | None, Field(description="See kind.")] = None,
         telemetry: Spent = None,
     ) -> results.ProgressReported:
-        """Post a note on your claimed task and renew its lease: every few minutes, or the lease lapses and the task is
-        requeued. kind decision: data {decision, rationale, alternatives}, read by later mission tasks. blocker: data
-        {requires_human: true} holds approval for a person."""
+        """Add a note (kept for good) to your claimed task and renew its lease: every few minutes, or the lease lapses
+        and the task is requeued. kind decision: data {decision, rationale, alternatives}, read by later mission
+        tasks. blocker: data {requires_human: true} holds approval for a person."""
         return await work.report_progress(
             core,
             identity.actor(ctx),
@@ -179,15 +174,17 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         outputs: Annotated[str | dict[str, Any] | None, Field(description="A JSON object.")] = None,
         error_message: Annotated[str | None, text("Why it failed.", Limits.MESSAGE)] = None,
-        criteria_results: Annotated[list[CriterionReport] | None, items("Per criterion.", Limits.CRITERIA)] = None,
+        criteria_results: Annotated[
+            list[CriterionReport] | None, Field(json_schema_extra={"maxItems": Limits.CRITERIA})
+        ] = None,
         telemetry: Annotated[
             dict[str, Any] | None, Field(description="tokens_input, tokens_output, cost_usd, duration_seconds.")
         ] = None,
         run_id: ClaimedRun = None,
     ) -> results.Completion:
-        """Finish your claimed task (success=false with error_message if you could not). Runs the prover (verdict
-        pass/partial/fail) and the review policy; a criterion counts as satisfied only with an artifact of this run
-        cited in criteria_results. Final for the run; a retry returns the recorded outcome (duplicate: true)."""
+        """Finish your claimed task's run, for good (a retry returns the recorded outcome, duplicate: true). Runs the
+        prover (verdict pass/partial/fail) and the review policy; a criterion counts as satisfied only with an
+        artifact of this run cited in criteria_results."""
         return await completion.complete_task(
             core,
             identity.actor(ctx),
@@ -212,6 +209,6 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         ctx: Context,
         run_id: ClaimedRun = None,
     ) -> results.Released:
-        """Give your claim back, no penalty: the task is requeued for others. Tried and failed? Use
+        """Give your claim back, no penalty: the task is requeued (claim it again to undo). Tried and failed? Use
         jct_complete_task(success=false)."""
         return await work.release_task(core, identity.actor(ctx), task_id, reason, run_id=run_id)

@@ -357,3 +357,31 @@ async def test_phases_and_dependencies_hold_while_claimers_race_a_growing_missio
     async with core.db.read() as conn:
         row = (await conn.execute(select(tables.missions.c.status).where(tables.missions.c.id == ids["mission"]))).one()
     assert row[0] == "completed"
+
+
+async def test_get_mission_lists_milestones_and_filters_its_events_by_agent(connect: ClientFactory, core: Core) -> None:
+    async with connect("ann", core=core) as ann, connect("ben", core=core) as ben:
+        ids = await created(ann, mission([task("api"), task("ui")]))
+        for client, key in ((ann, "api"), (ben, "ui")):
+            claim = await ok(client, "jct_claim_task", task_id=ids[key])
+            run = {"task_id": ids[key], "run_id": claim["run_id"]}
+            await ok(client, "jct_report_progress", **run, message=f"{key} half done", kind="milestone")
+            await ok(client, "jct_report_progress", **run, message="Chose", kind="decision", data={"decision": key})
+
+        every = await ok(ann, "jct_get_mission", mission_id=ids["mission"], include=["milestones"])
+        assert every["progress"]["milestones"] == 2
+        assert [(m["message"], m["agent"], m["task_id"]) for m in every["milestones"]] == [
+            ("ui half done", "ben", ids["ui"]),
+            ("api half done", "ann", ids["api"]),
+        ]
+        assert [(d["decision"], d["agent"]) for d in every["decisions"]] == [("ui", "ben"), ("api", "ann")]
+        assert "tasks" not in every
+
+        bens = await ok(ann, "jct_get_mission", mission_id=ids["mission"], include=["milestones"], agent="ben")
+        assert [m["message"] for m in bens["milestones"]] == ["ui half done"]
+        assert [d["decision"] for d in bens["decisions"]] == ["ui"]
+        nobody = await ok(ann, "jct_get_mission", mission_id=ids["mission"], agent="carl")
+        assert nobody["decisions"] == []
+        assert "milestones" not in nobody
+        refused = await error(ann, "jct_get_mission", mission_id=ids["mission"], include=["everything"])
+        assert refused["code"] == "INVALID_ARGUMENT"

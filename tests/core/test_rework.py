@@ -153,8 +153,8 @@ async def test_a_retried_completion_reports_the_round_it_made(core: Core) -> Non
     assert await count(core, "context_packets") == 2
 
 
-async def test_past_the_round_cap_the_task_fails_with_quality_gate_exhausted(make_settings: SettingsFactory) -> None:
-    async with built_core(make_settings(max_review_rounds=1)) as core:
+async def test_the_last_round_fails_the_task_with_quality_gate_exhausted(make_settings: SettingsFactory) -> None:
+    async with built_core(make_settings(max_review_rounds=2)) as core:
         task_id = await enqueue(core)
         first = await finish(core, task_id)
         assert first.task_status == "queued"
@@ -172,7 +172,7 @@ async def test_past_the_round_cap_the_task_fails_with_quality_gate_exhausted(mak
             2,
         )
         assert after["error"].startswith(
-            "quality_gate_exhausted: review asked for changes 2 times, more than the 1 allowed: "
+            "quality_gate_exhausted: review asked for changes 2 times, round 2 of 2: "
             "the prover's checks still fail: criteria"
         )
         assert await count(core, "context_packets") == 2  # no briefing for a task nobody will claim
@@ -181,7 +181,7 @@ async def test_past_the_round_cap_the_task_fails_with_quality_gate_exhausted(mak
 
 async def test_an_admin_may_still_approve_the_last_work_of_an_exhausted_task(make_settings: SettingsFactory) -> None:
     admin = Actor(actor_id="root", actor_kind="human", admin=True)
-    async with built_core(make_settings(max_review_rounds=0)) as core:
+    async with built_core(make_settings(max_review_rounds=1)) as core:
         task_id = await enqueue(core)
         done = await finish(core, task_id)
         assert done.task_status == "failed"

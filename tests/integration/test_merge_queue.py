@@ -421,11 +421,11 @@ async def test_a_stale_lock_in_the_checkout_makes_the_integration_wait_and_say_s
         assert work.git("status", "--porcelain") == ""
 
 
-async def test_a_conflict_past_the_round_cap_fails_the_task_for_a_person(
+async def test_a_conflict_at_the_last_round_fails_the_task_for_a_person(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
     work = Work(tmp_path / "repo")
-    async with make_core(make_settings, max_review_rounds=0) as core:
+    async with make_core(make_settings, max_review_rounds=1) as core:
         two = (await collide(core, work)).two
         assert await integrator.integrate_waiting(core, HOLDER) == 2
         view = await observe.get_task(core, two)

@@ -133,7 +133,7 @@ async def test_a_mentioned_issue_is_listed_by_objective_and_briefs_the_agent(cor
     assert done.review.status == "awaiting_manual_review"
     await review.submit_review(core, BOB, done.evidence_pack.id, "needs_changes", "Also reject emails without a TLD.")
     body = await text(client, f"jct://issues/{issue_id}")
-    assert "## Review feedback (1 round" in body
+    assert "## Review feedback (review round 1 of 3; oldest first" in body
     assert "Also reject emails without a TLD." in body
     assert "briefing v2" in body
     assert f"jct://runs/{done.run_id}" in body
@@ -160,7 +160,7 @@ async def test_two_review_rounds_stay_in_the_briefing_which_stays_compact(core: 
         await review.submit_review(core, BOB, done.evidence_pack.id, "needs_changes", reason)
     body = await text(client, f"jct://issues/{issue}")
     assert "**myorg/testing** (jct://doctrine/myorg/testing):\n> Every fix comes with a test." in body
-    assert "## Review feedback (2 rounds" in body
+    assert "## Review feedback (review round 2 of 3: the next review asking for changes fails the task;" in body
     assert body.index(reasons[0]) < body.index(reasons[1])
     assert len(body) < 8_000, len(body)
     assert "truncated" not in body

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import pytest
 from alembic import command
 from mcp import Client
@@ -312,3 +313,45 @@ async def test_a_claim_sets_its_budget_end_and_the_migration_fills_it_in_for_run
     await upgrade(core.db)
     async with core.db.read() as conn:
         assert (await conn.execute(query)).one() == (started, budget_end)
+
+
+async def test_list_stuck_takes_its_silence_threshold_per_call(connect: ClientFactory, core: Core) -> None:
+    async with connect("agent-q", core=core) as agent:
+        task = await enqueue(agent, "quiet for twenty minutes")
+        run = (await ok(agent, "jct_claim_task", task_id=task))["run_id"]
+        await age_run(core, run, started_at=timedelta(minutes=20))
+        listed = (await ok(agent, "jct_list_stuck"))["items"]  # the setting: ten minutes of silence
+        assert [(item["kind"], item["task_id"]) for item in listed] == [("no_progress", task)]
+        assert (await ok(agent, "jct_list_stuck", stuck_after_seconds=3600))["items"] == []
+        listed = (await ok(agent, "jct_list_stuck", stuck_after_seconds=900))["items"]
+        assert [item["task_id"] for item in listed] == [task]
+        refused = await agent.call_tool("jct_list_stuck", {"stuck_after_seconds": 0})
+        assert refused.is_error
+
+
+async def test_list_agents_filters_by_working_waiting_and_idle(connect: ClientFactory, core: Core) -> None:
+    async with connect("worker", core=core) as a, connect("failer", core=core) as b, connect("waiter", core=core) as c:
+        await ok(a, "jct_claim_task", task_id=await enqueue(a, "held"))
+        await failed_task(b, "failed by b")
+
+        async def states() -> dict[str, str]:
+            listed = (await ok(a, "jct_list_agents"))["agents"]
+            return {agent["agent"]: agent["state"] for agent in listed}
+
+        async def wait_for_work() -> None:
+            assert (await ok(c, "jct_claim_next", wait_seconds=30))["claimed"] is True
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_for_work)
+            with anyio.fail_after(10):
+                while (await states()).get("waiter") != "waiting":
+                    await anyio.sleep(0.05)
+            assert await states() == {"worker": "working", "failer": "idle", "waiter": "waiting"}
+            for state, names in (("working", ["worker"]), ("waiting", ["waiter"]), ("idle", ["failer"])):
+                listed = (await ok(a, "jct_list_agents", state=state))["agents"]
+                assert [agent["agent"] for agent in listed] == names, state
+            await enqueue(a, "for the waiter")
+            core.waiters.wake()  # what the change feed does on seeing the enqueue: the waiting claim takes it
+        assert (await states())["waiter"] == "working"
+        refused = await a.call_tool("jct_list_agents", {"state": "asleep"})
+        assert refused.is_error

@@ -35,7 +35,8 @@ READS = {
     "jct_queue_stats",
     "jct_list_pending_reviews",
 }
-# Mutations that cannot be undone: cancelling, and a review decision (a rejection fails the task for good).
+# Mutations that end work: cancelling (a running agent loses its claim; only a task, not a mission, comes back
+# with jct_requeue_task), a review decision (an approval is final), removing doctrine.
 DESTRUCTIVE = {"jct_cancel_task", "jct_cancel_mission", "jct_submit_review", "jct_manage_doctrine"}
 WORKER = {
     "jct_list_tasks",
@@ -88,6 +89,17 @@ async def test_reads_are_read_only_and_only_what_cannot_be_undone_is_destructive
             assert tool.annotations.destructive_hint is (tool.name in DESTRUCTIVE), tool.name
 
 
+async def test_every_mutation_says_how_to_undo_it_or_that_it_cannot_be(connect: ClientFactory) -> None:
+    """A mutating tool's description names its undo (another tool, or the same one again), or says it is final."""
+    async with connect() as client:
+        tools = (await client.list_tools()).tools
+    said = ("Undo:", "undo", "for good", "Cannot be undone")
+    vague = [t.name for t in tools if t.name not in READS and not any(words in (t.description or "") for words in said)]
+    assert not vague, f"mutating tools that do not say how to undo them: {vague}"
+    cancelled = next(t for t in tools if t.name == "jct_cancel_task").description or ""
+    assert "Undo: jct_requeue_task" in cancelled  # a cancelled task comes back with jct_requeue_task
+
+
 async def test_toolsets_select_the_exposed_groups(connect: ClientFactory) -> None:
     async with connect(toolsets=["worker"]) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
@@ -112,6 +124,15 @@ def _properties(schema: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
 # in every agent's context window. Every other parameter says what to pass.
 SELF_DESCRIBED = {
     "task_id",
+    "action",
+    "target_repo",
+    "priority",
+    "entity_kind",
+    "media_type",
+    "criteria_results",
+    "evidence_pack_id",
+    "cursor",
+    "reason",
     "run_id",
     "mission_id",
     "artifact_id",

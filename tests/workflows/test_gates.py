@@ -29,7 +29,7 @@ steps:
     objective: "Draft {topic}"
     outputs:
       - {name: draft, type: doc}
-    gate: {review: agent, max_rounds: 1}
+    gate: {review: agent, max_rounds: 2}
   - id: publish
     depends_on: [draft]
     operation: docs
@@ -99,7 +99,8 @@ async def test_a_human_gate_is_decided_only_by_a_person(build: Callable[..., Cor
 
 
 async def exhaust(writer: Client, editor: Client, ids: dict[str, str]) -> str:
-    """Two rounds of changes on the draft step (max_rounds: 1): the second fails it; returns the last pack."""
+    """Two reviews asking for changes on the draft step (max_rounds: 2): the second fails it; returns the last
+    pack."""
     first = await deliver(writer, ids["draft"], [("draft", "doc", "v1")])
     requeued = await ok(
         editor,
@@ -109,6 +110,11 @@ async def exhaust(writer: Client, editor: Client, ids: dict[str, str]) -> str:
         reason="Too short",
     )
     assert requeued["task_status"] == "queued"
+    told = "review round 1 of 2: the next review asking for changes fails the task"
+    assert (await ok(writer, "jct_get_task", task_id=ids["draft"]))["review_round"] == told
+    issue = (await ok(writer, "jct_get_task", task_id=ids["draft"]))["task"]["cwom_issue_id"]
+    briefing = await writer.read_resource(f"jct://issues/{issue}")
+    assert f"## Review feedback ({told}; oldest first" in briefing.contents[0].text  # type: ignore[union-attr]
     second = await deliver(writer, ids["draft"], [("draft", "doc", "v2")])
     pack = second["evidence_pack"]["id"]
     failed = await ok(
@@ -118,7 +124,7 @@ async def exhaust(writer: Client, editor: Client, ids: dict[str, str]) -> str:
     return str(pack)
 
 
-async def test_past_max_rounds_the_task_fails_with_quality_gate_exhausted_and_blocks_its_mission(
+async def test_the_last_of_max_rounds_fails_the_task_with_quality_gate_exhausted_and_blocks_its_mission(
     build: Callable[..., Core],
 ) -> None:
     core = build()
@@ -127,7 +133,7 @@ async def test_past_max_rounds_the_task_fails_with_quality_gate_exhausted_and_bl
         await exhaust(writer, editor, ids)
         task = await status(writer, ids["draft"])
         assert task["status"] == "failed"
-        assert task["error"].startswith("quality_gate_exhausted: review asked for changes 2 times, more than the 1")
+        assert task["error"].startswith("quality_gate_exhausted: review asked for changes 2 times, round 2 of 2")
         assert (await status(writer, ids["publish"]))["status"] == "blocked"
         mission = await ok(writer, "jct_get_mission", mission_id=ids["mission"])
         assert mission["mission"]["status"] == "active"
@@ -139,15 +145,22 @@ async def test_past_max_rounds_the_task_fails_with_quality_gate_exhausted_and_bl
 
 
 async def test_jct_max_review_rounds_caps_every_task(build: Callable[..., Core]) -> None:
-    core = build(max_review_rounds=0, review_auto_approve=False)
+    """JCT_MAX_REVIEW_ROUNDS=2: the first review asking for changes sends the work back, the second ends it."""
+    core = build(max_review_rounds=2, review_auto_approve=False)
     async with agent(core, "worker") as worker, agent(core, "reviewer") as reviewer:
         task = await ok(
             worker, "jct_enqueue_task", objective="Fix it", operation="code_change", target_repo="myorg/api"
         )
-        done = await deliver(worker, task["task_id"], [("Diff", "code_patch", PATCH)])
-        pack = done["evidence_pack"]["id"]
-        result = await ok(reviewer, "jct_submit_review", evidence_pack_id=pack, decision="needs_changes", reason="No")
-        assert result["task_status"] == "failed"
+        assert (await ok(worker, "jct_get_task", task_id=task["task_id"]))["review_round"] == "review round 0 of 2"
+        statuses = []
+        for _ in range(2):
+            done = await deliver(worker, task["task_id"], [("Diff", "code_patch", PATCH)])
+            pack = done["evidence_pack"]["id"]
+            result = await ok(
+                reviewer, "jct_submit_review", evidence_pack_id=pack, decision="needs_changes", reason="No"
+            )
+            statuses.append(result["task_status"])
+        assert statuses == ["queued", "failed"]
         assert (await status(worker, task["task_id"]))["error"].startswith("quality_gate_exhausted")
     await core.db.dispose()
 

@@ -29,7 +29,7 @@ steps:
     objective: "Draft {topic}"
     outputs:
       - {name: draft, type: doc}
-    gate: {review: auto, max_rounds: 1}
+    gate: {review: auto, max_rounds: 2}
   - id: publish
     depends_on: [draft]
     operation: docs
@@ -89,7 +89,7 @@ async def test_missing_outputs_send_the_step_back_and_its_next_claim_reads_why(c
         assert (await task_of(writer, ids["draft"]))["status"] == "completed"
 
 
-async def test_past_its_gate_rounds_the_step_fails_and_blocks_its_mission(core: Core) -> None:
+async def test_the_last_of_its_gate_rounds_fails_the_step_and_blocks_its_mission(core: Core) -> None:
     async with agent(core, "writer") as writer:
         ids = await start(writer)
         await deliver(writer, ids["draft"], NOTES)
@@ -98,7 +98,7 @@ async def test_past_its_gate_rounds_the_step_fails_and_blocks_its_mission(core: 
 
         assert (last["task_status"], last["review"]["status"]) == ("failed", "needs_changes")
         task = await task_of(writer, ids["draft"])
-        assert task["error"].startswith("quality_gate_exhausted: review asked for changes 2 times, more than the 1")
+        assert task["error"].startswith("quality_gate_exhausted: review asked for changes 2 times, round 2 of 2")
         assert (await task_of(writer, ids["publish"]))["status"] == "blocked"
         mission = await ok(writer, "jct_get_mission", mission_id=ids["mission"])
         assert ids["draft"] in {blocker["task_id"] for blocker in mission["blockers"]}

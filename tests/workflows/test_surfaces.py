@@ -46,7 +46,9 @@ async def test_each_workflow_is_a_listed_readable_resource(make_settings: Callab
         assert f"Version {version} (shipped with JCT)" in page
         assert "- bug (required): What is wrong" in page
         assert "### fix (code_change)" in page
-        assert "Waits for: reproduce. Review: human, at most 3 round(s) of changes." in page
+        assert (
+            "Waits for: reproduce. Review: human, 3 review(s) may ask for changes, the last failing the task." in page
+        )
         assert "- test-log (log)" in page
 
         with pytest.raises(MCPError):

@@ -124,7 +124,7 @@ async def claim_next(
     filters = (op, repo_prefix)
     # With tokens on, a principal may have as many calls waiting (in this process) as it may hold claims.
     limit = core.settings.max_claims_per_agent if core.settings.auth == "token" else None
-    with waiters.entered(actor.claimant, filters, limit):
+    with waiters.entered(actor.claimant, filters, limit, actor.actor_id):
         start = anyio.current_time()
         deadline, told = start + wait, start - PROGRESS_SECONDS
         seen = waiters.generation

@@ -42,6 +42,7 @@ class Waiters:
         self._stopping = False
         self._woken: anyio.Event | None = None  # made on first wait: an Event needs a running event loop
         self._principals: Counter[str] = Counter()
+        self._agents: Counter[str] = Counter()  # the same calls by actor_id (jct_list_agents' waiting state)
         self._filters: Counter[Filters] = Counter()
         self._turns: dict[Filters, anyio.Lock] = {}
         # Filters a try found nothing for, and the generation it began in.
@@ -71,8 +72,9 @@ class Waiters:
         return self._stopping
 
     @contextmanager
-    def entered(self, principal: str, filters: Filters, limit: int | None) -> Iterator[None]:
-        """Count one waiting call of `principal` while inside; PERMISSION_DENIED past `limit` of them."""
+    def entered(self, principal: str, filters: Filters, limit: int | None, agent: str = "") -> Iterator[None]:
+        """Count one waiting call of `principal` (acting as `agent`) while inside; PERMISSION_DENIED past `limit`
+        of them."""
         if limit is not None and self._principals[principal] >= limit:
             raise JctError(
                 ErrorCode.PERMISSION_DENIED,
@@ -81,6 +83,7 @@ class Waiters:
                 "Let one of them return first, or call jct_claim_next with wait_seconds=0.",
             )
         self._principals[principal] += 1
+        self._agents[agent or principal] += 1
         self._filters[filters] += 1
         try:
             yield
@@ -88,11 +91,18 @@ class Waiters:
             self._principals[principal] -= 1
             if not self._principals[principal]:
                 del self._principals[principal]
+            self._agents[agent or principal] -= 1
+            if not self._agents[agent or principal]:
+                del self._agents[agent or principal]
             self._filters[filters] -= 1
             if not self._filters[filters]:
                 del self._filters[filters]
                 self._turns.pop(filters, None)
                 self._empty.pop(filters, None)
+
+    def waiting_agents(self) -> list[str]:
+        """The agents (actor_id) with a jct_claim_next call waiting in this process now."""
+        return list(self._agents)
 
     async def woken(self, since: int) -> None:
         """Return once there has been a wake-up after generation `since` (at once if there has)."""

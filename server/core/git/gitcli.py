@@ -424,9 +424,16 @@ _DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
 
 
 async def changed_files(
-    repo: Repo, base: str, head: str | None, *, within: float, max_bytes: int = DEFAULT_MAX_BYTES
+    repo: Repo,
+    base: str,
+    head: str | None,
+    *,
+    within: float,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    paths: Sequence[str] = (),
 ) -> tuple[list[FileChange], bool]:
-    """Files changed from `base` to `head` (to the working tree when head is None), and whether the list was cut."""
+    """Files changed from `base` to `head` (to the working tree when head is None), under `paths` when given, and
+    whether the list was cut."""
     revs = [base] if head is None else [base, head]
     status_out = await git(
         repo,
@@ -437,6 +444,7 @@ async def changed_files(
         "--end-of-options",
         *revs,
         "--",
+        *paths,
         within=within,
         max_bytes=max_bytes,
     )
@@ -449,6 +457,7 @@ async def changed_files(
         "--end-of-options",
         *revs,
         "--",
+        *paths,
         within=within,
         max_bytes=max_bytes,
     )
@@ -487,13 +496,13 @@ def _parse_numstat(raw: bytes) -> dict[str, tuple[int | None, int | None]]:
     counts: dict[str, tuple[int | None, int | None]] = {}
     i = 0
     while i < len(parts) and parts[i]:
-        parts = parts[i].split("\t")
-        if len(parts) < 3:
+        columns = parts[i].split("\t")
+        if len(columns) < 3:
             break
-        added = int(parts[0]) if parts[0].isdigit() else None
-        removed = int(parts[1]) if parts[1].isdigit() else None
-        if parts[2]:
-            counts[parts[2]] = (added, removed)
+        added = int(columns[0]) if columns[0].isdigit() else None
+        removed = int(columns[1]) if columns[1].isdigit() else None
+        if columns[2]:
+            counts[columns[2]] = (added, removed)
             i += 1
         elif i + 2 < len(parts):  # a rename: old and new path follow as their own fields
             counts[parts[i + 2]] = (added, removed)

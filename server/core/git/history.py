@@ -9,7 +9,7 @@ from server.core import results
 from server.core.git import gitcli
 from server.core.git.repos import Place
 from server.core.models import Limits, check_text, parse_run_id
-from server.core.service import Core
+from server.core.service import Core, decode_cursor, encode_cursor
 from server.db import queries
 from server.errors import ErrorCode, JctError, invalid, not_found
 
@@ -90,14 +90,38 @@ async def _commit(core: Core, place: Place, ref: str, field: str) -> str:
     return sha
 
 
-async def git_log(core: Core, repo: str, ref: str = "main", path: str | None = None, limit: int = 20) -> results.GitLog:
+async def git_log(
+    core: Core,
+    repo: str,
+    ref: str = "main",
+    path: str | None = None,
+    limit: int = 20,
+    *,
+    since_ref: str | None = None,
+    cursor: str | None = None,
+    tags: bool = False,
+) -> results.GitLog:
+    """Commits reachable from `ref` and not from `since_ref`, newest first, `limit` a page; `next_cursor` carries
+    the commits the first page was read at, so later pages continue the same list even if the branch moved.
+    With `tags`, the repository's tags instead, newest first."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LOG:
         raise invalid(f"limit must be 1..{MAX_LOG}.", "Pass a smaller limit.")
     place = await _place(core, repo)
-    sha = await _commit(core, place, ref, "ref")
+    if cursor is not None:
+        sha, since, skip = decode_cursor(cursor, "word", "word", "serial")
+        sha, since = gitcli.check_ref(sha, "cursor"), gitcli.check_ref(since, "cursor") if since else None
+    else:
+        sha = await _commit(core, place, ref, "ref")
+        since = await _commit(core, place, since_ref, "since_ref") if since_ref is not None else None
+        skip = 0
+    if tags:
+        listed, more = await _tags(core, place, skip, limit)
+        following = encode_cursor(sha, "", skip + limit) if more else None
+        return results.GitLog(repo=place.name, ref=ref, head=sha, commits=[], tags=listed, next_cursor=following)
     fmt = _US.join(("%H", "%P", "%an", "%aI", "%s")) + _RS
-    args = ["log", f"--format={fmt}", f"--max-count={limit}", "--end-of-options", sha, "--", *_paths(path)]
-    out = await _read(core, place, args, 64 * limit * 16)
+    revs = [sha, f"^{since}"] if since else [sha]
+    args = ["log", f"--format={fmt}", f"--max-count={limit + 1}", f"--skip={skip}", "--end-of-options", *revs]
+    out = await _read(core, place, [*args, "--", *_paths(path)], 64 * (limit + 1) * 16)
     commits = []
     for record in out.text.split(_RS):
         fields = record.strip("\n").split(_US)
@@ -107,7 +131,31 @@ async def git_log(core: Core, repo: str, ref: str = "main", path: str | None = N
                     commit=fields[0], parents=fields[1].split(), author=fields[2], date=fields[3], subject=fields[4]
                 )
             )
-    return results.GitLog(repo=place.name, ref=ref, head=sha, commits=commits)
+    following = encode_cursor(sha, since or "", skip + limit) if len(commits) > limit else None
+    return results.GitLog(repo=place.name, ref=ref, head=sha, commits=commits[:limit], next_cursor=following)
+
+
+async def _tags(core: Core, place: Place, skip: int, limit: int) -> tuple[list[results.GitTag], bool]:
+    """A page of the repository's tags, newest first (by the tag's date, or its commit's for a lightweight tag),
+    each with the commit it points at; and whether more follow."""
+    fmt = "%1f".join(("%(refname:short)", "%(objectname)", "%(*objectname)", "%(creatordate:iso-strict)"))
+    fmt += "%1f%(contents:subject)%1e"
+    args = [
+        "for-each-ref",
+        "--sort=-refname",
+        "--sort=-creatordate",
+        f"--count={skip + limit + 1}",
+        f"--format={fmt}",
+        "refs/tags",
+    ]
+    out = await _read(core, place, args, 64 * (skip + limit + 1) * 16)
+    listed = []
+    for record in out.text.split(_RS):
+        fields = record.strip("\n").split(_US)
+        if len(fields) == 5:
+            name, target, peeled, date, subject = fields
+            listed.append(results.GitTag(name=name, commit=peeled or target, date=date, subject=subject))
+    return listed[skip : skip + limit], len(listed) > skip + limit
 
 
 async def git_diff(
@@ -134,8 +182,24 @@ async def git_diff(
     base_sha = await _commit(core, place, base, "base")
     head_sha = await _commit(core, place, head or "HEAD", "head")
     args = [*_DIFF, "--end-of-options", base_sha, head_sha, "--", *_paths(path)]
+    files = await _files(core, place, base_sha, head_sha, path)
     text, cut, total = _cut(await _read(core, place, args, max_chars), max_chars)
-    return results.GitText(repo=place.name, base=base_sha, head=head_sha, text=text, truncated=cut, total_chars=total)
+    return results.GitText(
+        repo=place.name, base=base_sha, head=head_sha, files=files, text=text, truncated=cut, total_chars=total
+    )
+
+
+async def _files(core: Core, place: Place, base: str, head: str | None, path: str | None) -> list[results.GitFile]:
+    """A diff's files (path, status, lines added and removed), read with its text: what a reader scans first."""
+    try:
+        changes, _ = await gitcli.changed_files(
+            place.repo, base, head, within=core.settings.git_timeout_seconds, paths=_paths(path)
+        )
+    except gitcli.GitError as exc:
+        raise JctError(
+            ErrorCode.REPO_NOT_AVAILABLE, f"git could not read {place.name!r}: {exc}.", "Call again."
+        ) from None
+    return [results.GitFile.model_validate(change.as_dict()) for change in changes]
 
 
 async def run_diff(core: Core, run_id: str, *, path: str | None = None, max_chars: int = 20_000) -> results.GitText:
@@ -165,12 +229,16 @@ async def run_diff(core: Core, run_id: str, *, path: str | None = None, max_char
             "The agent reports its work with jct_report_artifact(artifact_type='commit'); then call again.",
         )
     args = [*_DIFF, "--end-of-options", *revs, "--", *_paths(path)]
+    files = await _files(core, place, base, head, path)
     text, cut, total = _cut(await _read(core, place, args, max_chars), max_chars)
-    return results.GitText(repo=place.name, base=base, head=head, text=text, truncated=cut, total_chars=total)
+    return results.GitText(
+        repo=place.name, base=base, head=head, files=files, text=text, truncated=cut, total_chars=total
+    )
 
 
 async def git_show(core: Core, repo: str, ref: str, path: str, max_chars: int = 20_000) -> results.GitText:
-    """A file (or a directory's listing) at a ref; a binary file is named, not printed."""
+    """A file (or a directory's listing, each entry with its size in bytes) at a ref; a binary file is named, not
+    printed."""
     _check_max(max_chars)
     place = await _place(core, repo)
     sha = await _commit(core, place, ref, "ref")
@@ -187,7 +255,8 @@ async def git_show(core: Core, repo: str, ref: str, path: str, max_chars: int = 
             f"{place.name!r} has no path {checked!r} at {sha[:12]}.",
             "Use jct_git_log with path, or show the parent directory to list it.",
         ) from None
-    args = ["cat-file", "-p", spec] if kind.strip() == "tree" else ["cat-file", "blob", spec]
+    # A directory as `git ls-tree -l` lists it: mode, type, object, size ("-" for a subdirectory), name.
+    args = ["ls-tree", "-l", "--end-of-options", spec] if kind.strip() == "tree" else ["cat-file", "blob", spec]
     out = await _read(core, place, args, max_chars)
     if kind.strip() == "blob" and b"\0" in out.stdout[:8000]:
         text = f"[binary file, {size} bytes: JCT does not print it]"

@@ -14,7 +14,7 @@ from server.core import views
 from server.core.missions import budget, outcomes
 from server.core.missions.budget import Row
 from server.core.missions.graph import mission_not_found
-from server.core.models import parse_enum, parse_id, parse_moment
+from server.core.models import check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q
 from server.errors import invalid
@@ -22,7 +22,9 @@ from server.vocab import TASK_ENDED_UNAPPROVED, EventKind, MissionStatus, PhaseS
 
 DECISIONS_SHOWN = 20
 CLAIMABLE_SHOWN = 20
-INCLUDES = frozenset({"tasks"})
+MILESTONES_SHOWN = 20
+AGENT_CHARS = 256  # an actor_id, as jct_search_audit bounds it
+INCLUDES = frozenset({"tasks", "milestones"})
 
 
 async def get_mission(
@@ -32,14 +34,18 @@ async def get_mission(
     include: Sequence[str] | None = None,
     phase: int | None = None,
     since: str | None = None,
+    agent: str | None = None,
 ) -> r.MissionView:
-    """The mission's page. `include=["tasks"]` adds every task (of `phase` only, if given); `since` (ISO time)
-    keeps only the decisions made after it."""
+    """The mission's page. `include=["tasks"]` adds every task (of `phase` only, if given), `"milestones"` the
+    newest milestones reported; `since` (ISO time) keeps only the decisions and milestones after it, `agent`
+    (an actor_id) only those its runs recorded."""
     mission_id = parse_id(mission_id, "mission_id")
     wanted = set(include or ())
     if wanted - INCLUDES:
-        raise invalid(f"include {sorted(wanted - INCLUDES)} is not known.", "include may name: tasks.")
+        raise invalid(f"include {sorted(wanted - INCLUDES)} is not known.", "include may name: tasks, milestones.")
     after = parse_moment(since, "since")
+    if agent is not None:
+        check_text(agent, "agent", AGENT_CHARS, single_line=True)
     async with core.db.read() as conn:
         mission = await q.get_mission(conn, mission_id)
         if mission is None:
@@ -47,7 +53,12 @@ async def get_mission(
         phases = await q.phases_of(conn, mission_id)
         tasks = await q.tasks_of(conn, mission_id, 10_000)
         deps = await q.dependencies_of(conn, [task["id"] for task in tasks])
-        decisions = await q.decisions_of(conn, mission_id, DECISIONS_SHOWN, after)
+        decisions = await q.decisions_of(conn, mission_id, DECISIONS_SHOWN, after, agent)
+        noted = (
+            await q.decisions_of(conn, mission_id, MILESTONES_SHOWN, after, agent, EventKind.MILESTONE)
+            if "milestones" in wanted
+            else None
+        )
         milestones = await q.events_of(conn, mission_id, [EventKind.MILESTONE])
         humans = await q.human_blocked_runs(conn, mission_id)
         tally = await q.review_tally(conn, mission_id)
@@ -75,6 +86,7 @@ async def get_mission(
         tasks=[task for task in shown if phase is None or task.phase == phase] if "tasks" in wanted else None,
         spent=spent,
         outcome=outcome,
+        milestones=[r.MilestoneView.model_validate(row) for row in noted] if noted is not None else None,
     )
 
 

@@ -29,6 +29,8 @@ from server.vocab import TASK_ENDED_UNAPPROVED, TASK_OPEN, EntityKind, IssueStat
 RUN_KINDS: tuple[r.StuckKind, ...] = ("lease_overdue", "human_blocker", "over_budget", "no_progress")
 CLAIMS_SHOWN = 10  # per agent, soonest lease end first
 AGENTS_SHOWN = 200
+STUCK_AFTER_MAX = 7 * 86400  # as JCT_STUCK_AFTER_SECONDS
+AGENT_STATES: tuple[r.AgentState, ...] = ("working", "waiting", "idle")
 
 
 async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feedback: str | None = None) -> r.Requeued:
@@ -138,15 +140,20 @@ async def set_priority(core: Core, actor: Actor, task_id: str, priority: str) ->
     return r.PrioritySet(task_id=task_id, priority=chosen, previous=Priority(task.priority))
 
 
-async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.AgentList:
-    """Per agent that ran something within the window or still holds a claim: its principal, its claims with
-    their lease ends, when it was last seen (a claim, an end, or a lease renewal: every call renews), runs done
-    and failed."""
+async def list_agents(
+    core: Core, *, active_within_seconds: int = 3600, state: r.AgentState | None = None
+) -> r.AgentList:
+    """Per agent that ran something within the window, still holds a claim, or waits in jct_claim_next on this
+    server process: its principal, its state, its claims with their lease ends, when it was last seen (a claim,
+    an end, or a lease renewal: every call renews), runs done and failed. `state` keeps only the agents in it."""
     if not 1 <= active_within_seconds <= 30 * 86400:
         raise invalid(
             f"active_within_seconds {active_within_seconds} is outside 1..2592000.",
             "Use a window between one second and 30 days.",
         )
+    if state is not None and state not in AGENT_STATES:
+        raise invalid(f"state {state!r} is not one of {', '.join(AGENT_STATES)}.", "Leave it out for every agent.")
+    waiting = set(core.waiters.waiting_agents())
     lease = timedelta(seconds=core.settings.lease_seconds)
     async with core.db.read() as conn:
         now = await q.clock(conn, core.now())
@@ -168,17 +175,27 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
             )
         )
     agents = []
-    for row in totals:
-        seen = [moment for moment in (row["last_started"], row["last_ended"], renewed.get(row["agent"])) if moment]
+    # An agent waiting for its first claim has no run yet: it is listed all the same.
+    known = {row["agent"] for row in totals}
+    rows: list[dict[str, Any]] = [*map(dict, totals), *({"agent": name} for name in sorted(waiting - known))]
+    for row in rows:
+        seen = [
+            moment for moment in (row.get("last_started"), row.get("last_ended"), renewed.get(row["agent"])) if moment
+        ]
+        holding = counted.get(row["agent"], 0)
+        now_in: r.AgentState = "working" if holding else "waiting" if row["agent"] in waiting else "idle"
+        if state is not None and now_in != state:
+            continue
         agents.append(
             r.AgentView(
                 agent=row["agent"],
-                principal=row["principal"] or row["agent"],
-                claims_held=counted.get(row["agent"], 0),
+                principal=row.get("principal") or row["agent"],
+                state=now_in,
+                claims_held=holding,
                 claims=claims.get(row["agent"], []),
                 last_seen=max(seen) if seen else None,
-                done=int(row["done"] or 0),
-                failed=int(row["failed"] or 0),
+                done=int(row.get("done") or 0),
+                failed=int(row.get("failed") or 0),
                 spent=views.spent(row),
             )
         )
@@ -186,12 +203,20 @@ async def list_agents(core: Core, *, active_within_seconds: int = 3600) -> r.Age
     return r.AgentList(agents=agents, count=len(agents))
 
 
-async def list_stuck(core: Core, *, limit: int = 50) -> r.StuckList:
-    """Work that needs a person: running past its time budget, silent for JCT_STUCK_AFTER_SECONDS, holding a
-    lease that has passed, flagged for a human, blocked by a dependency that failed, or held back by its mission's
-    spent budget; each with the reason and the action to take. The most urgent kinds come first."""
+async def list_stuck(core: Core, *, limit: int = 50, stuck_after_seconds: int | None = None) -> r.StuckList:
+    """Work that needs a person: running past its time budget, silent for `stuck_after_seconds` (default
+    JCT_STUCK_AFTER_SECONDS), holding a lease that has passed, flagged for a human, blocked by a dependency that
+    failed, or held back by its mission's spent budget; each with the reason and the action to take. The most
+    urgent kinds come first."""
     check_limit(limit, 200)
-    silent = timedelta(seconds=core.settings.stuck_after_seconds)
+    if stuck_after_seconds is None:
+        stuck_after_seconds = core.settings.stuck_after_seconds
+    elif not 1 <= stuck_after_seconds <= STUCK_AFTER_MAX:
+        raise invalid(
+            f"stuck_after_seconds {stuck_after_seconds} is outside 1..{STUCK_AFTER_MAX}.",
+            "Use a silence between one second and 7 days, or leave it out for JCT_STUCK_AFTER_SECONDS.",
+        )
+    silent = timedelta(seconds=stuck_after_seconds)
     async with core.db.read() as conn:
         now = await q.clock(conn, core.now())
         running = await q.stuck_runs(conn, now, now - silent, limit)

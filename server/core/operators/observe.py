@@ -9,6 +9,7 @@ import anyio
 from server.core import results, views
 from server.core.briefings import doctrine as doctrine_rule
 from server.core.models import parse_enum, parse_id, parse_run_id
+from server.core.review import gates
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import integrations, missions, queries
 from server.db.claims import DECISIONS_SHOWN
@@ -82,6 +83,7 @@ async def get_task(core: Core, task_id: str) -> results.TaskView:
         runs=[views.run_summary(run) for run in runs],
         spent=views.spent(spent),
         integration=views.integration(merge) if merge is not None else None,
+        review_round=gates.round_of(task.review_rounds, gates.gate_of(task.step, core.settings.max_review_rounds)),
     )
 
 

@@ -19,10 +19,10 @@ from sqlalchemy import RowMapping
 from server.core import results, views
 from server.core.briefings import doctrine
 from server.core.models import parse_id, parse_run_id
-from server.core.review import manifest
+from server.core.review import gates, manifest
 from server.core.service import Core
 from server.db import integrations, listing, queries
-from server.db.records import EvidencePack
+from server.db.records import EvidencePack, Step
 from server.errors import ErrorCode, JctError, not_found
 
 RUNS_SHOWN = 10
@@ -68,6 +68,8 @@ class TaskPage:
     task: results.TaskDetail
     issue_title: str | None
     runs: Sequence[RunLine]
+    # "review round 1 of 2" (gates.round_of): the reviews that asked for changes, of the task's gate.
+    review_round: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class IssueBrief:
     feedback: Sequence[results.ReviewFeedback]  # oldest first
     constraints: results.Constraints | None
     doctrine: Sequence[results.DoctrineRef] = field(default_factory=list)
+    # The newest task's rounds of changes (gates.round_of), once a review asked for changes.
+    review_round: str | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,7 @@ async def task_page(core: Core, task_id: str) -> TaskPage:
         task=views.task_detail(task),
         issue_title=issue["title"] if issue is not None else None,
         runs=[run_line(row) for row in runs],
+        review_round=gates.round_of(task.review_rounds, gates.gate_of(task.step, core.settings.max_review_rounds)),
     )
 
 
@@ -211,6 +216,7 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
         doctrine_refs = await doctrine.for_issue(conn, issue_id, latest["target_repo"] if latest else None)
         snapshot_id = latest["constraint_snapshot_id"] if latest is not None else None
         snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
+    rounds = core.settings.max_review_rounds
     return IssueBrief(
         issue=views.issue(issue),
         tasks=[views.task_detail(task) for task in tasks],
@@ -219,6 +225,11 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
         feedback=_feedback(list(feedback)),
         constraints=views.constraints(snapshot, latest["time_budget_seconds"]) if latest is not None else None,
         doctrine=doctrine_refs,
+        review_round=(
+            gates.round_of(latest["review_rounds"], gates.gate_of(Step.maybe(latest["step"]), rounds))
+            if latest is not None and latest["review_rounds"]
+            else None
+        ),
     )
 
 

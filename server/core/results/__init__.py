@@ -16,10 +16,11 @@ from server.core.results.briefings import (
     TaskContext,
     UpstreamArtifact,
 )
-from server.core.results.git import GitCommit, GitLog, GitText
+from server.core.results.git import GitCommit, GitFile, GitLog, GitTag, GitText
 from server.core.results.missions import (
     Blocker,
     DecisionView,
+    MilestoneView,
     MissionCancelled,
     MissionCreated,
     MissionDetail,
@@ -52,6 +53,7 @@ from server.core.results.shape import Ok, Shape, Spent, Target, column
 from server.core.results.tasks import (
     BASE_COMMIT,
     AgentList,
+    AgentState,
     AgentView,
     ArtifactContent,
     ArtifactReported,
@@ -91,6 +93,7 @@ from server.core.results.workflows import WorkflowInput, WorkflowList, WorkflowS
 __all__ = [
     "BASE_COMMIT",
     "AgentList",
+    "AgentState",
     "AgentView",
     "ArtifactContent",
     "ArtifactReported",
@@ -115,13 +118,16 @@ __all__ = [
     "EvidenceView",
     "Expired",
     "GitCommit",
+    "GitFile",
     "GitLog",
+    "GitTag",
     "GitText",
     "HeldClaim",
     "IntegrationView",
     "IssueView",
     "MergeQueue",
     "MergeQueueItem",
+    "MilestoneView",
     "MissionCancelled",
     "MissionCreated",
     "MissionDetail",

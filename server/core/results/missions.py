@@ -19,6 +19,7 @@ class DecisionView(Shape):
     alternatives: list[str] | None = None
     task_id: str
     run_id: str
+    agent: str | None = None
     at: datetime
 
     @model_validator(mode="before")
@@ -27,7 +28,7 @@ class DecisionView(Shape):
         """A run_events row joined to its run ({data, task_id, run_id, at}) as the decision's fields."""
         if isinstance(row, dict) and "data" in row:
             data = row.get("data") or {}
-            return {**{k: row[k] for k in ("task_id", "run_id", "at")}, **data}
+            return {**{k: row[k] for k in ("task_id", "run_id", "agent", "at") if k in row}, **data}
         return row
 
 
@@ -51,6 +52,16 @@ class PhaseView(Shape):
     status: PhaseStatus
     total: int
     approved: int
+
+
+class MilestoneView(Shape):
+    """A milestone an agent reported in its mission (jct_report_progress kind=milestone)."""
+
+    message: str
+    task_id: str
+    run_id: str
+    agent: str
+    at: datetime
 
 
 class MissionProgress(Shape):
@@ -142,6 +153,7 @@ class MissionView(Ok):
     tasks: list[MissionTask] | None = None
     spent: Spent  # summed over its runs
     outcome: MissionOutcome | None = Field(None, description="Once it has ended.")
+    milestones: list[MilestoneView] | None = Field(None, description="With include milestones: newest first.")
 
 
 class MissionSummary(Shape):

@@ -232,6 +232,9 @@ class TaskView(Ok):
     runs: list[RunSummary]
     spent: Spent  # summed over all its runs
     integration: IntegrationView | None = Field(None, description="Its latest work's place in the merge queue.")
+    review_round: str = Field(
+        "", description="e.g. 'review round 1 of 2': the reviews that asked for changes, of the most it may get."
+    )
 
 
 class ArtifactView(Shape):
@@ -337,9 +340,15 @@ class HeldClaim(Shape):
     lease_expires_at: datetime | None
 
 
+AgentState = Literal["working", "waiting", "idle"]
+
+
 class AgentView(Shape):
     agent: str  # who claimed (actor_id)
     principal: str  # who authenticated (a token's name; `local` without tokens)
+    state: AgentState = Field(
+        "idle", description="working: holds a claim; waiting: in jct_claim_next on this server process; idle."
+    )
     claims_held: int
     claims: list[HeldClaim] = Field(description="The first 10 by lease end.")
     last_seen: datetime | None = None

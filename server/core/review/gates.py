@@ -6,8 +6,10 @@ The rule, in one place:
   `prover.auto_approves`); `agent`: never automatically, and any reviewer but the agent that did the work;
   `human`: never automatically, and only a person (a principal whose token has no worker role, or the `jct`
   command line).
-- A review that asks for changes is a round. A task gets `max_rounds` of them (its step's `gate.max_rounds`,
-  else JCT_MAX_REVIEW_ROUNDS); one more fails it with `quality_gate_exhausted`, which blocks what depends on it.
+- A review that asks for changes is a round, whoever asks (a person, an agent, or the automatic rework). A task
+  gets `max_rounds` of them (its step's `gate.max_rounds`, else JCT_MAX_REVIEW_ROUNDS): the last one fails it
+  with `quality_gate_exhausted`, which blocks what depends on it. So with `max_rounds: 2` the first review
+  asking for changes sends the work back (round 1 of 2), the second ends the task (round 2 of 2).
 - An admin may still approve, with an `override_reason` the audit log keeps: past a gate's reviewer rule, or
   the work of a task whose rounds ran out.
 """
@@ -82,15 +84,30 @@ def exhausted(error: str | None) -> bool:
 
 
 def exhausted_error(rounds: int, gate: Gate, reason: str) -> str:
-    return f"{EXHAUSTED}: review asked for changes {rounds} times, more than the {gate.max_rounds} allowed: {reason}"
+    return f"{EXHAUSTED}: review asked for changes {rounds} times, round {rounds} of {gate.max_rounds}: {reason}"
+
+
+def ends_task(review_rounds: int, gate: Gate) -> bool:
+    """Whether one more review asking for changes is the task's last round (it fails rather than going back)."""
+    return review_rounds + 1 >= gate.max_rounds
+
+
+def round_of(review_rounds: int, gate: Gate) -> str:
+    """Where a task stands in its rounds of changes, as the briefing, the dashboard and the CLI say it."""
+    left = gate.max_rounds - review_rounds
+    if left <= 0:
+        return f"review round {review_rounds} of {gate.max_rounds}: the rounds are used up"
+    if left == 1:
+        return f"review round {review_rounds} of {gate.max_rounds}: the next review asking for changes fails the task"
+    return f"review round {review_rounds} of {gate.max_rounds}"
 
 
 def another_round(review_rounds: int, gate: Gate, reason: str) -> tuple[TaskStatus, dict[str, Any]]:
     """One more round of changes (a reviewer's needs_changes, or the merge queue's conflict or failed check): the
-    task's new status and the values that make it. Queued again with its claim times cleared, or, past the
-    gate's rounds, failed with the exhausted error (a mission blocker; an admin may still approve)."""
+    task's new status and the values that make it. Queued again with its claim times cleared, or, at the gate's
+    last round, failed with the exhausted error (a mission blocker; an admin may still approve)."""
     rounds = review_rounds + 1
-    if rounds > gate.max_rounds:
+    if ends_task(review_rounds, gate):
         error = exhausted_error(rounds, gate, reason)
         return TaskStatus.FAILED, {"status": TaskStatus.FAILED, "error": error, "review_rounds": rounds, "merge": None}
     values = {"status": TaskStatus.QUEUED, "completed_at": None, "claimed_at": None, "review_rounds": rounds}

@@ -67,7 +67,7 @@ def settle_completion(
         review=gate.review,
     )
     rounds = int(task.get("review_rounds") or 0) + 1
-    exhausted = bool(to_fix) and rounds > gate.max_rounds
+    exhausted = bool(to_fix) and gates.ends_task(rounds - 1, gate)
     # An integrable repository's work goes to the merge queue: done when merged, not when approved.
     queued = (
         integration.values(
@@ -331,8 +331,8 @@ class _SentBack:
     def told(self, exhausted: bool) -> str:
         if exhausted:
             return (
-                f"The prover found what you could fix ({self.names}), but the task has had its "
-                f"{self.gate.max_rounds} round(s) of changes: it failed ({gates.EXHAUSTED}); a person decides now."
+                f"The prover found what you could fix ({self.names}), but this was round {self.rounds} of "
+                f"{self.gate.max_rounds}, the last: the task failed ({gates.EXHAUSTED}); a person decides now."
             )
         return (
             f"Sent back to the queue: the prover found what you can fix ({self.names}). Round {self.rounds} of "

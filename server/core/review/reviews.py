@@ -129,7 +129,7 @@ async def submit_review(
                 audit.append(
                     audit_row(actor, AuditAction.TASK_REJECTED, EntityKind.TASK, task.id, completed, after, trace)
                 )
-            case Decision.NEEDS_CHANGES if task.review_rounds + 1 > gate.max_rounds:
+            case Decision.NEEDS_CHANGES if gates.ends_task(task.review_rounds, gate):
                 # The rounds ran out: the task fails, and what depends on it stays blocked (a mission blocker).
                 run_status, issue_status = RunStatus.NEEDS_CHANGES, IssueStatus.FAILED
                 task_status, values = gates.another_round(task.review_rounds, gate, reason)
