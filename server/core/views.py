@@ -77,9 +77,9 @@ pending_review = _validator(r.PendingReview)
 
 
 def spent(row: Row) -> r.Spent:
-    """Sums of the run columns tokens, cost_usd and duration_seconds (server/db/tables.py runs)."""
+    """Sums of the run columns tokens, cost_usd and duration_seconds (server/db/tables.py runs); none: zero."""
     return r.Spent(
-        tokens=float(row["tokens"] or 0),
-        cost_usd=float(row["cost_usd"] or 0),
-        duration_seconds=float(row["duration_seconds"] or 0),
+        tokens=float(row.get("tokens") or 0),
+        cost_usd=float(row.get("cost_usd") or 0),
+        duration_seconds=float(row.get("duration_seconds") or 0),
     )
