@@ -6,7 +6,11 @@ caller claimed. So every agent needs its own claimant identity, even when nothin
 - stdio, and HTTP with JCT_AUTH=none: `LocalIdentity`. Each connection (a stdio process, a legacy
   streamable HTTP or SSE session) is its own agent, `local-3f2a9c` or `alice-3f2a9c`, unless
   JCT_AGENT_ID names it. A stateless 2026-07-28 request has no connection that outlives it: its
-  caller is plain `local`. The principal is `local`: without
+  caller is plain `local`, unless its HTTP request carries the header `X-JCT-Agent` (the Claude Code
+  plugin's headersHelper sends one per Claude Code process): then, on any HTTP transport, its agent is
+  `local-` and six hex digits of the header's SHA-256, the same for every request that carries that value.
+  The header is self-asserted and tells agents apart for display and per-agent counts; it fences nothing
+  (a caller without a session still names its run). The principal is `local`: without
   tokens nothing is authenticated, so the key in the `run_id` a claim returned is what proves a caller
   claimed (server/core/claims/leases.py). Sessions and streams are capped per session, not per `local`
   (server/sessions.py).
@@ -15,7 +19,8 @@ caller claimed. So every agent needs its own claimant identity, even when nothin
   runs every request handler in the context of the HTTP request that carried the message, so
   `get_access_token()` inside a tool names the principal of *that* request (streamable HTTP and SSE alike).
   The token's name is both the agent and the principal; the connection tells apart two agents that share
-  one token.
+  one token. `X-JCT-Agent` is ignored: a header the client picks must not change who acts (separation of
+  duties compares agents, the claim cap counts a principal's claims).
 
 A caller without a session (a stateless request) must pass `run_id` to act on a claim: nothing else tells
 its claim apart.
@@ -27,7 +32,9 @@ that is not printable text.
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
+import re
 import secrets
 import weakref
 from dataclasses import dataclass, field
@@ -41,11 +48,14 @@ from server import sdk
 from server.core.models import Actor
 from server.core.text import one_line, storable
 from server.core.tokens import Principal, Role
-from server.errors import ErrorCode, JctError
+from server.errors import ErrorCode, JctError, invalid
 
 _ROLES = {role.value: role for role in Role}
 LOCAL = "local"
 CLIENT_NAME_CHARS = 64
+AGENT_HEADER = "x-jct-agent"
+AGENT_HEADER_CHARS = 128
+_AGENT_VALUE = re.compile(rf"[\x21-\x7e]{{1,{AGENT_HEADER_CHARS}}}")  # visible ASCII, no spaces
 
 
 class Identity(Protocol):
@@ -96,6 +106,35 @@ def client_name(ctx: Any) -> str:
     return one_line(name, CLIENT_NAME_CHARS)
 
 
+def declared_agent(ctx: Any) -> str | None:
+    """The `X-JCT-Agent` header of the HTTP request that carried the call: None without one (stdio, or a
+    client that sends none). A value that is not 1 to 128 visible ASCII characters, or the header sent
+    twice, is refused: the call changes nothing."""
+    try:
+        request = ctx.request_context.request
+    except (AttributeError, LookupError, ValueError):
+        return None
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    values = headers.getlist(AGENT_HEADER)
+    if not values:
+        return None
+    if len(values) == 1 and _AGENT_VALUE.fullmatch(values[0]):
+        return str(values[0])
+    raise invalid(
+        f"The X-JCT-Agent header must be sent once, 1 to {AGENT_HEADER_CHARS} visible ASCII characters "
+        "(letters, digits, punctuation; no spaces).",
+        "Fix or remove the header in the MCP client's configuration (the JCT plugin's headersHelper sends a "
+        "valid one), then reconnect.",
+    )
+
+
+def agent_suffix(value: str) -> str:
+    """Six hex digits naming the agent that sent `value` as its X-JCT-Agent header."""
+    return hashlib.sha256(value.encode()).hexdigest()[:6]
+
+
 def local_user() -> str:
     try:
         return getpass.getuser()
@@ -106,7 +145,8 @@ def local_user() -> str:
 @dataclass(frozen=True)
 class LocalIdentity:
     """stdio, and HTTP with JCT_AUTH=none: each connection is its own agent, `<base>-<6 hex>`, unless
-    `fixed` (JCT_AGENT_ID) names every connection's agent."""
+    `fixed` (JCT_AGENT_ID) names every connection's agent; an HTTP request's X-JCT-Agent header names its
+    agent instead of the connection."""
 
     base: str = LOCAL
     fixed: bool = False
@@ -114,8 +154,15 @@ class LocalIdentity:
 
     def actor(self, ctx: Any) -> Actor:
         session = self.sessions.of(ctx)
-        # A stateless caller is nobody in particular: plain `base`, and it must name its run.
-        actor_id = self.base if self.fixed or session is None else f"{self.base}-{session[:6]}"
+        declared = declared_agent(ctx)
+        if self.fixed:
+            actor_id = self.base
+        elif declared is not None:  # the client names its agent (the Claude Code plugin: one per process)
+            actor_id = f"{self.base}-{agent_suffix(declared)}"
+        elif session is not None:
+            actor_id = f"{self.base}-{session[:6]}"
+        else:  # a stateless caller that names no agent is nobody in particular; it must name its run
+            actor_id = self.base
         return Actor(
             actor_id=actor_id,
             actor_kind="agent",
