@@ -1,20 +1,26 @@
 """The Claude Code plugins (deploy/claude-code/plugin for HTTP, plugin-local for stdio) and their marketplace
 (.claude-plugin/marketplace.json): `claude plugin validate` passes (hooks included), and Claude Code, with the
-marketplace added and `jct-local@jct` installed, connects to JCT through the plugin's server and calls its tools."""
+marketplace added and `jct-local@jct` installed, connects to JCT through the plugin's server and calls its tools;
+with `jct@jct` installed, each Claude Code session is its own agent."""
 
 from __future__ import annotations
 
 import filecmp
 import json
 import os
+import re
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
 from tests.claude_code.harness import ROOT, ClaudeCode
 from tests.claude_code.model import Reply, Step, ToolUse, scripted_model, tool_names
+from tests.transports.conftest import call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -35,6 +41,30 @@ def test_both_plugins_carry_the_same_skills_agent_and_commands() -> None:
     http = json.loads((PLUGINS / "plugin" / ".claude-plugin" / "plugin.json").read_text())
     assert http["mcpServers"]["jct"]["url"] == "${user_config.url}"
     assert http["userConfig"]["token"]["sensitive"] is True
+
+
+def agent_header(command: str, plugin_root: Path, *, nested: bool = False) -> str:
+    """The X-JCT-Agent value the headersHelper `command` prints, run as Claude Code runs it: through a shell, with
+    the plugin root substituted; `nested`: from a shell that is another process than this one."""
+    command = command.replace("${CLAUDE_PLUGIN_ROOT}", str(plugin_root))
+    argv = ["sh", "-c", f"sh -c {shlex.quote(command)}"] if nested else ["sh", "-c", command]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30)
+    headers = json.loads(done.stdout)
+    assert list(headers) == ["X-JCT-Agent"], headers
+    return str(headers["X-JCT-Agent"])
+
+
+def test_the_http_plugins_headers_helper_names_one_agent_per_claude_code_process() -> None:
+    """The helper's value depends on its shell's parent (Claude Code): the same from one process, another from
+    another; 32 hex digits, which JCT accepts."""
+    plugin = PLUGINS / "plugin"
+    server = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())["mcpServers"]["jct"]
+    command = server["headersHelper"]
+    first, again = agent_header(command, plugin), agent_header(command, plugin)
+    other = agent_header(command, plugin, nested=True)
+    assert first == again
+    assert other != first
+    assert re.fullmatch(r"[0-9a-f]{32}", first), first
 
 
 async def test_claude_plugin_validate_passes(claude_code: ClaudeCode) -> None:
@@ -82,6 +112,43 @@ async def test_the_http_plugin_installs_for_a_server_without_tokens(claude_code:
     assert f"{jct}/mcp" in line, listed.explain()
     assert "✔ Connected" in line, f"{listed.explain()}\n{claude_code.mcp_logs()}"
     assert model.requests == []
+    assert claude_code.egress.attempts == []
+
+
+async def test_each_claude_code_session_through_the_http_plugin_is_its_own_agent(
+    claude_code: ClaudeCode, jct: str
+) -> None:
+    """Claude Code speaks the stateless protocol over HTTP, which has no session: without the plugin's
+    headersHelper every session was the one agent `local`. Two sessions, one after the other, each claims a
+    task and ends holding it (its hooks off): jct_list_agents shows two agents, each holding one claim."""
+    async with Client(f"{jct}/mcp") as observer:
+        for n in range(2):
+            await call(observer, "jct_enqueue_task", objective=f"Task {n}", operation="docs", target_repo="myorg/api")
+    claim = "mcp__plugin_jct_jct__jct_claim_next"
+    extra = {"MCP_CONNECTION_NONBLOCKING": "false", "JCT_HOOKS": "off"}
+    with anyio.fail_after(LIMIT):
+        async with scripted_model([]) as (model, model_url):
+            added = await claude_code.run(["plugin", "marketplace", "add", str(ROOT)], model_url)
+            assert added.returncode == 0, added.explain()
+            installed = await claude_code.run(["plugin", "install", "jct@jct", "--config", f"url={jct}/mcp"], model_url)
+            assert installed.returncode == 0, installed.explain()
+        claims = []
+        for _ in range(2):
+            steps: list[Step] = [ToolUse(claim, {}), lambda result: Reply("Claimed.")]
+            async with scripted_model(steps) as (model, model_url):
+                args = ["-p", "Claim a JCT task.", "--allowedTools", claim, "--output-format", "json"]
+                run = await claude_code.run(args, model_url, extra=extra)
+            assert run.returncode == 0, f"{run.explain()}\n{claude_code.mcp_logs()}"
+            assert model.errors == [], "\n".join(model.errors)
+            [result] = model.tool_results
+            assert not result.is_error, result.text
+            claims.append(result.json())
+        async with Client(f"{jct}/mcp") as observer:
+            agents = (await call(observer, "jct_list_agents"))["agents"]
+    assert all(claimed["claimed"] is True for claimed in claims), claims
+    assert len(agents) == 2, agents
+    assert all(agent["agent"].startswith("local-") and agent["claims_held"] == 1 for agent in agents), agents
+    assert {agent["claims"][0]["task_id"] for agent in agents} == {claimed["task_id"] for claimed in claims}
     assert claude_code.egress.attempts == []
 
 

@@ -1,8 +1,8 @@
 """The plugins keep Claude Code sessions working (DESIGN section 17), driven through Claude Code itself with the
 scripted stand-in model: three sessions with the HTTP plugin installed drain a mission on one git repository,
-every change merged into its target branch and nobody acting; the Stop hook holds back a session that would stop
-while it holds a claim, and SubagentStop the jct-worker subagent; the SessionStart hook gives a resumed or
-compacted session its claim back."""
+every change merged into its target branch and nobody acting, each session its own agent; the Stop hook holds
+back a session that would stop while it holds a claim, and SubagentStop the jct-worker subagent; the SessionStart
+hook gives a resumed or compacted session its claim back."""
 
 from __future__ import annotations
 
@@ -232,6 +232,18 @@ async def test_three_sessions_drain_a_mission_into_main(
     for task in tasks:
         assert task["task"]["status"] == "completed", task
         assert task["integration"]["status"] == "merged", task
+    # Each session is its own agent (the plugin's X-JCT-Agent header), not the one stateless `local`.
+    by_key = {keys[task["task"]["task_id"]]: task for task in tasks}
+    agents = {
+        worker.name: {
+            run["executor"]["actor_id"] for key in worker.done for run in by_key[key]["runs"] if run["status"] == "done"
+        }
+        for worker in workers
+        if worker.done
+    }
+    assert all(len(ids) == 1 for ids in agents.values()), agents
+    assert len(set.union(*agents.values())) == len(agents), agents
+    assert all(agent.startswith("local-") for ids in agents.values() for agent in ids), agents
     for key in MISSION:
         assert git(repo.path, "show", f"main:notes/{key}.txt") == f"{key} done"
     assert int(git(repo.path, "rev-list", "--count", f"{first}..main")) == len(MISSION)
