@@ -28,6 +28,7 @@ from server.auth import FrontDoor, JctTokenVerifier, PublicOrigin, metadata_rout
 from server.background import run_background
 from server.config import Settings
 from server.core import schema, tokens
+from server.core.claims import holding
 from server.core.claims.queue import queue_stats
 from server.core.service import Core
 from server.failures import FailureLog
@@ -197,7 +198,7 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
     ]
     # With tokens on, every request to /mcp, /sse and /messages/ passes the front door (server/auth.py).
     # The request count is outermost, so a drain also waits for requests the front door is deciding on.
-    drain = Drain(mcp.in_flight, state, core.db.stop, core.waiters.stop)
+    drain = Drain(mcp.in_flight, state, core.db.stop, core.waiters.stop, partial(holding.hand_back, core))
     middleware = [Middleware(CountRequests, requests=drain.requests)]
     if tokens_on:
         middleware.append(

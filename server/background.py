@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 from anyio.abc import TaskStatus
 
+from server.core.claims.holding import run_renewer
 from server.core.claims.sweeper import run_sweeper
 from server.core.integration.integrator import run_integrator
 from server.core.service import Core
@@ -29,6 +30,8 @@ async def run_background(
             run_sweeper, core, core.settings.sweep_interval_seconds, lambda report: expired.inc(report.expired)
         )
         tg.start_soon(feed.run)
+        # The leases of runs claimed through this process's live connections (DESIGN section 17).
+        tg.start_soon(run_renewer, core)
         # The merge queue: approved work of integrable repositories, merged in the background (DESIGN 16).
         tg.start_soon(run_integrator, core, INTEGRATE_INTERVAL_SECONDS)
         # Workflow files are read now, so a broken one is reported at start (and left out, never fatal).

@@ -106,7 +106,13 @@ class Settings(BaseSettings):
     port: int = Field(default=8765, ge=1, le=65535)
     auth: Literal["none", "token"] = "none"
     agent_id: str = ""
+    # The lease of a claim nobody renews but the agent's own calls (a stateless HTTP request's).
     lease_seconds: int = Field(default=900, ge=5, le=7 * 86400)
+    # The lease of a claim made through a connection that shows it lives (a `jct serve --stdio` process, an
+    # HTTP session with its event stream open): renewed by the server every third of it while the connection
+    # lives and the run is within its time budget, so a dead agent's task is claimable again this long after
+    # (plus a sweep). 0: off, every claim gets JCT_LEASE_SECONDS and lives by its agent's calls alone.
+    live_lease_seconds: float = Field(default=45.0, ge=0, le=3600)
     # jct_list_stuck: a running task with no progress event for this long is listed.
     stuck_after_seconds: int = Field(default=600, ge=1, le=7 * 86400)
     sweep_interval_seconds: float = Field(default=5.0, gt=0, le=3600)
@@ -255,6 +261,13 @@ class Settings(BaseSettings):
             )
         _ = parts.port  # a port that is not a number raises ValueError here
         return f"{parts.scheme}://{parts.netloc}"
+
+    @field_validator("live_lease_seconds")
+    @classmethod
+    def _live_lease(cls, value: float) -> float:
+        if 0 < value < 1:
+            raise ValueError(f"{value} is too short to renew in time; give 1 second or more, or 0 to turn it off")
+        return value
 
     @model_validator(mode="after")
     def _run_cap_holds_one_artifact(self) -> Settings:

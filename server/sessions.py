@@ -45,6 +45,7 @@ from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.core.claims.holders import CURRENT, Holder
 from server.taskgroup import HeldTaskGroup
 
 log = logging.getLogger("jct.sessions")
@@ -68,6 +69,7 @@ class Entry:
     last_used: float = 0.0
     busy: int = 0
     opened: float = 0.0
+    streams: int = 0  # a legacy session's GET event streams open now
 
 
 @dataclass
@@ -125,6 +127,30 @@ class Sessions:
         finally:
             entry.busy -= 1
             entry.last_used = self.clock()
+
+    @contextmanager
+    def streaming(self, key: str) -> Iterator[None]:
+        """A legacy session's GET event stream is open: the session shows its client lives."""
+        entry = self._entries.get(key)
+        if entry is None:
+            yield
+            return
+        entry.streams += 1
+        try:
+            yield
+        finally:
+            entry.streams -= 1
+
+    def live(self, key: str) -> bool:
+        """Whether the session or connection `key` shows its client lives: an SSE connection while it is open, a
+        legacy session while its GET event stream is."""
+        entry = self._entries.get(key)
+        return entry is not None and (entry.kind == "sse" or entry.streams > 0)
+
+    def holder(self, key: str) -> Holder:
+        """What renews the runs claimed through session `key` while it shows its client lives
+        (server/core/claims/holding.py)."""
+        return Holder(key, lambda: self.live(key))
 
     def new_key(self, kind: Kind) -> str:
         return f"{kind}-{next(self._numbers)}"
@@ -254,10 +280,14 @@ class SessionGuard:
             if session is not None:
                 key = session.decode("latin-1")
                 if method == "POST":
-                    with self.sessions.busy(key):
+                    with self.sessions.busy(key), held_by(self.sessions.holder(key)):
                         await self.app(scope, receive, send)
                     return
                 self.sessions.touch(key)
+                if method == "GET":
+                    with self.sessions.streaming(key):
+                        await self.app(scope, receive, send)
+                    return
             elif method == "POST" and headers.get(b"mcp-method") == b"subscriptions/listen":
                 await self._stream("listen", scope, receive, send)
                 return
@@ -267,7 +297,8 @@ class SessionGuard:
         elif path.startswith("/messages"):
             ids = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_id")
             if ids:
-                with self.sessions.busy(f"sse:{ids[0]}"):
+                key = f"sse:{ids[0]}"
+                with self.sessions.busy(key), held_by(self.sessions.holder(key)):
                     await self.app(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -309,6 +340,16 @@ class SessionGuard:
                 await send(message)
 
             await self.app(scope, receive, watch)
+
+
+@contextmanager
+def held_by(holder: Holder) -> Iterator[None]:
+    """The calls of this request came through `holder`'s connection."""
+    token = CURRENT.set(holder)
+    try:
+        yield
+    finally:
+        CURRENT.reset(token)
 
 
 class Ending:

@@ -10,8 +10,10 @@
 4. The event streams that never end on their own (legacy GET streams, SSE connections, listens) are ended
    STREAMS_SECONDS later at most, and the process exits.
 
-Claims are neither released nor touched: their leases run out and the sweeper of a surviving replica
-requeues them. Whatever the database is doing, the process exits within the grace plus a few seconds.
+Claims are not released: their leases run out and the sweeper of a surviving replica requeues them. The
+claims this process renewed for its connections (server/core/claims/holding.py) first get JCT_LEASE_SECONDS,
+the lease nobody renews, before the database stops: their agents outlive the process and reconnect elsewhere.
+Whatever the database is doing, the process exits within the grace plus a few seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ log = logging.getLogger("jct.shutdown")
 
 # After the grace: how long cancelled calls get to write their answers, and streams to end.
 CANCELLED_SECONDS = 3.0
+# How long handing back the claims this process renewed may take, after the grace (one statement).
+HAND_BACK_SECONDS = 3.0
 STREAMS_SECONDS = 2
 
 
@@ -76,11 +80,13 @@ class Drain:
         state: Readiness,
         stop_database: Callable[[], Awaitable[int]],
         stop_waiting: Callable[[], None] = lambda: None,
+        hand_back: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self._tool_calls = tool_calls
         self._state = state
         self._stop_database = stop_database
         self._stop_waiting = stop_waiting
+        self._hand_back = hand_back
         self.requests = InFlight()
 
     @property
@@ -107,6 +113,7 @@ class Drain:
         """Steps 2 and 3: wait for what is in flight, then stop the database and let the cancelled answer."""
         log.info("draining: waiting up to %.0fs for in-flight requests and tool calls", grace)
         left = await self.wait(grace)
+        await self._hand_back_claims()
         interrupted = await self._stop_database()
         if left:
             log.warning(
@@ -118,6 +125,20 @@ class Drain:
             left = await self.wait(CANCELLED_SECONDS)
             if left:
                 log.warning("draining: %d request(s) did not answer; stopping anyway", left)
+
+    async def _hand_back_claims(self) -> None:
+        """The claims this process renewed for its connections get the lease nobody renews, before the database
+        stops (server/core/claims/holding.py `hand_back`); at most HAND_BACK_SECONDS, a failure only logged."""
+        if self._hand_back is None:
+            return
+        try:
+            with anyio.fail_after(HAND_BACK_SECONDS):
+                handed = await self._hand_back()
+        except Exception as exc:  # the database away, or slow: their leases run out as they are
+            log.warning("draining: could not hand back the claims this process renewed: %s", exc)
+            return
+        if handed:
+            log.info("draining: %d claim(s) this process renewed now have JCT_LEASE_SECONDS", handed)
 
 
 class CountRequests:

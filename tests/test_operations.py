@@ -105,7 +105,7 @@ async def test_metrics_expose_the_documented_series_and_move_with_calls(make_set
 
 
 async def test_metrics_count_the_leases_the_sweeper_expires(make_settings: Callable[..., Settings]) -> None:
-    settings = make_settings(lease_seconds=5, sweep_interval_seconds=0.1)
+    settings = make_settings(lease_seconds=5, live_lease_seconds=2, sweep_interval_seconds=0.1)
     with anyio.fail_after(LIMIT):
         async with serving(settings) as (base, _mcp), httpx2.AsyncClient(timeout=10) as http:
             samples = await scrape(http, base)

@@ -85,6 +85,10 @@ async def serve_stdio(settings: Settings) -> None:
                     await core.close()
 
         tg.start_soon(start)
+        # The process is its client's connection: it renews the runs claimed through it while it lives.
+        from server.core.claims.holders import CURRENT, process_holder
+
+        CURRENT.set(process_holder())
         await mcp.run_stdio_async()
         # The client is gone (stdin closed); a start under way still ends in one line if it fails.
         await settled.wait()

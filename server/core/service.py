@@ -12,6 +12,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement
 
 from server.config import Settings
+from server.core.claims.holding import Holdings
 from server.core.claims.waiting import Waiters
 from server.core.git.repos import Repos
 from server.core.models import Limits
@@ -33,10 +34,13 @@ class Core:
     repos: Repos = field(init=False)
     # The claims waiting for work in this process (server/core/claims/waiting.py), woken by its change feed.
     waiters: Waiters = field(init=False)
+    # The runs this process renews for the live connections they were claimed through (holding.py).
+    holdings: Holdings = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repos", Repos(self.settings))
         object.__setattr__(self, "waiters", Waiters())
+        object.__setattr__(self, "holdings", Holdings(self.settings))
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:

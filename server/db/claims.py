@@ -57,7 +57,7 @@ class ClaimRequest:
     claim_session: str | None
     actor_kind: str
     executor: dict[str, str]
-    lease_seconds: int
+    lease_seconds: float
     artifact_root_uri: str
     task_id: str | None = None  # claim this task; None = claim the best eligible one
     operation: str | None = None

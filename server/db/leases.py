@@ -12,11 +12,11 @@ matches it; the others match nothing and move on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, String, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import ColumnElement, Float, String, and_, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import ReturningUpdate
@@ -195,3 +195,33 @@ async def requeue_or_fail(conn: AsyncConnection, task_id: str, run_id: str) -> R
         .returning(t.tasks.c.status, t.tasks.c.attempts, t.tasks.c.trace_id, t.tasks.c.issue_id)
     )
     return RequeuedTask.maybe((await conn.execute(stmt)).mappings().first())
+
+
+async def renew_held(
+    conn: AsyncConnection, run_ids: list[str], now: ColumnElement[datetime], lease_seconds: float, sqlite: bool
+) -> set[str]:
+    """Renew the leases of `run_ids` (runs a live connection holds) to `lease_seconds` from now, in one statement;
+    the ids it renewed. A run is renewed only while it is running, is its task's active run, its lease is still
+    live (a lease that ran out stays out, swept or not) and its time budget has not ended; a lease is never
+    shortened. The clock is the database's on PostgreSQL and the server's on SQLite, as the fence's."""
+    runs, tasks = t.runs, t.tasks
+    if sqlite:
+        expires: ColumnElement[Any] = literal(datetime.now(UTC) + timedelta(seconds=lease_seconds), UTCDateTime())
+    else:
+        expires = func.now() + func.make_interval(
+            0, 0, 0, 0, 0, 0, bindparam("held_lease_seconds", lease_seconds, type_=Float())
+        )
+    active = select(tasks.c.active_run_id).where(tasks.c.id == runs.c.task_id).scalar_subquery()
+    stmt = (
+        update(runs)
+        .where(
+            runs.c.id.in_(run_ids),
+            runs.c.status == RunStatus.RUNNING,
+            runs.c.id == active,
+            runs.c.lease_expires_at > now,
+            or_(runs.c.budget_ends_at.is_(None), runs.c.budget_ends_at > now),
+        )
+        .values(lease_expires_at=case((runs.c.lease_expires_at < expires, expires), else_=runs.c.lease_expires_at))
+        .returning(runs.c.id)
+    )
+    return set((await conn.execute(stmt)).scalars())

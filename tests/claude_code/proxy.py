@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -46,6 +46,8 @@ class Exchange:
     status: int | None = None
     new_session: str | None = None  # the mcp-session-id the answer carried
     dropped: bool = False  # answered 404 by the proxy itself
+    headers: dict[str, str] = field(default_factory=dict)  # the request's headers
+    ended: bool = False  # the answer's body is over (or the client went away): an open stream is not
 
     def describe(self) -> str:
         rpc = ",".join(self.rpc) or "-"
@@ -71,13 +73,16 @@ def rpc_messages(body: bytes) -> tuple[list[str], list[Any]]:
     return methods, messages
 
 
-async def relay(upstream: httpx2.Response) -> AsyncIterator[bytes]:
-    """The upstream body as it arrives; an upstream that goes away (a restart) just ends it."""
+async def relay(upstream: httpx2.Response, exchange: Exchange) -> AsyncIterator[bytes]:
+    """The upstream body as it arrives; an upstream that goes away (a restart) just ends it. The exchange is
+    marked ended when the body is over or the client went away."""
     try:
         async for chunk in upstream.aiter_raw():
             yield chunk
     except httpx2.TransportError:
         return
+    finally:
+        exchange.ended = True
 
 
 class McpProxy:
@@ -98,6 +103,10 @@ class McpProxy:
                 seen.append(exchange.new_session)
         return seen
 
+    def open_streams(self) -> list[Exchange]:
+        """The exchanges whose answer is still being relayed: event streams the client holds open."""
+        return [e for e in self.exchanges if e.status is not None and not e.ended and not e.dropped]
+
     def log(self) -> str:
         """Every exchange so far, one line each."""
         return "\n".join(exchange.describe() for exchange in self.exchanges)
@@ -109,14 +118,14 @@ class McpProxy:
         body = await request.body()
         methods, messages = rpc_messages(body)
         session = request.headers.get(SESSION_HEADER)
-        exchange = Exchange(request.method, request.url.path, methods, messages, session)
+        exchange = Exchange(request.method, request.url.path, methods, messages, session, headers=dict(request.headers))
         self.exchanges.append(exchange)
         response = await self._answer(request, body, exchange)
         await response(scope, receive, send)
 
     async def _answer(self, request: Request, body: bytes, exchange: Exchange) -> Response:
         if exchange.session is not None and exchange.session in self.dropped:
-            exchange.status, exchange.dropped = 404, True
+            exchange.status, exchange.dropped, exchange.ended = 404, True, True
             return Response(json.dumps(SESSION_NOT_FOUND), status_code=404, media_type="application/json")
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_HEADERS]
         url = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
@@ -125,13 +134,13 @@ class McpProxy:
                 self._http.build_request(request.method, url, headers=headers, content=body), stream=True
             )
         except httpx2.TransportError as error:
-            exchange.status = 502
+            exchange.status, exchange.ended = 502, True
             return Response(f"upstream unreachable: {error}", status_code=502)
         exchange.status = upstream.status_code
         exchange.new_session = upstream.headers.get(SESSION_HEADER)
         answer_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS}
         return StreamingResponse(
-            relay(upstream),
+            relay(upstream, exchange),
             status_code=upstream.status_code,
             headers=answer_headers,
             background=BackgroundTask(upstream.aclose),

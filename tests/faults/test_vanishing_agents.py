@@ -10,6 +10,10 @@ attempt and are finished by the crowd. Then the frozen agent thaws and carries o
 connection it claimed through, and the others come back on new connections: every late call on the
 vanished runs is LEASE_EXPIRED (or, without a run_id to say which run, refused), and the database is
 the same afterwards.
+
+No connection renews a lease here (JCT_LIVE_LEASE_SECONDS=0): the frozen agent's connection stays open while
+it is frozen, which would otherwise keep its claim until its time budget ends (tests/faults/test_held_leases.py
+covers the renewal).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TASKS = 30
 AGENTS = 6
 LIMIT = 90
+UNHELD = SHORT_LEASES | {"live_lease_seconds": 0}
 
 
 async def claim(agent: ProcessAgent | RawSession, *, report: bool, run_id: bool = True) -> tuple[str, str]:
@@ -77,7 +82,7 @@ async def test_vanished_agents_claims_come_back_and_their_late_calls_change_noth
 
     with anyio.fail_after(LIMIT):
         async with (
-            serving(server_env(database_url, tmp_path, **SHORT_LEASES), tmp_path) as (server,),
+            serving(server_env(database_url, tmp_path, **UNHELD), tmp_path) as (server,),
             process_agent(server.mcp_url, LEGACY, tmp_path, "killed") as killed,
             process_agent(server.mcp_url, MODERN, tmp_path, "killed-modern") as killed_modern,
             process_agent(server.mcp_url, LEGACY, tmp_path, "frozen") as frozen,

@@ -40,7 +40,7 @@ MODERN = "2026-07-28"
 ADMIN = Actor(actor_id="root", actor_kind="human", admin=True, session="root-session")
 TARGET_PATH = "src"
 # Leases that run out within a test's patience, and a sweeper that notices soon after.
-SHORT_LEASES = {"lease_seconds": 5, "sweep_interval_seconds": 0.5}
+SHORT_LEASES = {"lease_seconds": 5, "live_lease_seconds": 3, "sweep_interval_seconds": 0.5}
 
 
 async def enqueue_work(core: Core, count: int) -> list[str]:

@@ -40,13 +40,14 @@ def fence_for(core: Core, actor: Actor, task_id: str, run_id: str | None) -> Fen
             "tells your claim apart from another agent's.",
             NAME_YOUR_RUN,
         )
+    # The lease a call that passes renews to: short when the call's connection renews it meanwhile (holding.py).
     return Fence(
         task_id,
         run_id,
         actor.actor_id,
         actor.claimant,
         actor.session,
-        core.settings.lease_seconds,
+        core.holdings.lease_seconds(),
         key_hash=key_hash(key) if key is not None else None,
     )
 

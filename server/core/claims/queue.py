@@ -243,7 +243,7 @@ async def _claim(
         claim_session=actor.session,
         actor_kind=actor.actor_kind,
         executor=actor.executor(),
-        lease_seconds=core.settings.lease_seconds,
+        lease_seconds=core.holdings.lease_seconds(),
         artifact_root_uri=core.store.run_dir(run_id).as_uri(),
         task_id=task_id,
         operation=operation,
@@ -264,7 +264,10 @@ async def _claim(
             f"You already hold {reached.held} claims; the limit per agent is {cap} (JCT_MAX_CLAIMS_PER_AGENT).",
             "Complete or release one of your claimed tasks (jct_complete_task / jct_release_task), then claim again.",
         ) from None
-    return None if row is None else {**row, "run_handle": run_handle(run_id, key)}
+    if row is None:
+        return None
+    core.holdings.hold(run_id)  # renewed while the connection it was claimed through lives
+    return {**row, "run_handle": run_handle(run_id, key)}
 
 
 # The overlapping pairs a TASK_CONFLICTS message names at most.

@@ -126,6 +126,7 @@ async def report_artifact(
     changed = await changes.apply(core.db, fence, decide)
     if changed is None:
         raise await refused(core, fence)
+    core.holdings.hold(changed.result.run_id)  # a run named from another connection is held by this one now
     return changed.result
 
 
@@ -243,6 +244,7 @@ async def report_progress(
     if changed is None:
         raise await refused(core, fence)
     assert changed.inserted_id is not None
+    core.holdings.hold(changed.result.run_id)
     return changed.result.model_copy(update={"event_id": changed.inserted_id})
 
 

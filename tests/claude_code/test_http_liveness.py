@@ -1,0 +1,171 @@
+"""What of Claude Code's HTTP connection to JCT stays open while it works, and whether it closes when Claude
+Code is killed: whether JCT can tell a live HTTP agent from a dead one by its connection (DESIGN section 17).
+
+The script: one JCT call, then a Bash command that runs for a while without a word to JCT (a long test run).
+During it the proxy lists the requests whose answer it is still relaying (open event streams); then Claude
+Code's process group is SIGKILLed and the list is read again.
+
+Observed with Claude Code 2.1.328:
+
+- By default (the 2026-07-28 protocol) it opens one `subscriptions/listen` stream (a POST) at the start and
+  keeps it open all session long; SIGKILL closes it. But nothing ties it to the tool calls: they are
+  stateless POSTs with no session id, and every request carries the same headers and `clientInfo` as any
+  other Claude Code's. So JCT cannot tell whose claims a listen stream vouches for: a claim made this way is
+  renewed only by its agent's calls, and JCT_LEASE_SECONDS bounds it.
+- With `MCP_PROTOCOL_NEGOTIATION=legacy` it opens a session and its standalone GET stream, kept open all
+  session long and closed by SIGKILL; its calls carry the session id. JCT renews the claims made through a
+  session while its GET stream is open (server/core/claims/holding.py): the second test runs Claude Code
+  through a Bash call five live leases long and completes afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from server.config import Settings
+from server.core.service import Core
+from tests.claude_code.harness import MCP_TOOLS, ClaudeCode
+from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
+from tests.claude_code.proxy import SESSION_HEADER, mcp_proxy
+from tests.core.helpers import enqueue
+from tests.transports.conftest import http_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+LIMIT = 120.0
+WORK_SECONDS = 40
+SETTLE_SECONDS = 5.0
+LIVE_LEASE = 2
+# Without the renewal a claim would have this lease, shorter than the Bash call: the test fails then.
+UNHELD_LEASE = 5
+BASH_SECONDS = 6 * LIVE_LEASE
+
+
+def bash(seconds: float) -> ToolUse:
+    """A command that runs `seconds` (Claude Code refuses a bare `sleep`)."""
+    command = f"python3 -c 'import time; time.sleep({seconds})'"
+    return ToolUse("Bash", {"command": command, "description": "Run the test suite"})
+
+
+def claude_args(config: Path) -> list[str]:
+    return [
+        "-p",
+        "Work.",
+        "--mcp-config",
+        str(config),
+        "--strict-mcp-config",
+        "--allowedTools",
+        f"{MCP_TOOLS},Bash",
+        "--output-format",
+        "json",
+        "--no-session-persistence",
+    ]
+
+
+def mcp_config(tmp_path: Path, url: str) -> Path:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"jct": {"type": "http", "url": f"{url}/mcp"}}}))
+    return config
+
+
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+async def test_what_stays_open_while_claude_code_works_and_after_it_is_killed(
+    claude_code: ClaudeCode, jct: str, tmp_path: Path, era: str
+) -> None:
+    steps: list[Step] = [ToolUse("mcp__jct__jct_queue_stats", {}), bash(WORK_SECONDS), Reply("done")]
+    output = tmp_path / "claude.out"
+    with anyio.fail_after(LIMIT):
+        async with mcp_proxy(jct) as (proxy, proxy_url), scripted_model(steps) as (model, model_url):
+            with output.open("wb") as out:
+                process = await anyio.open_process(
+                    [str(claude_code.binary), *claude_args(mcp_config(tmp_path, proxy_url))],
+                    env=claude_code.env(model_url, era),
+                    cwd=claude_code.work,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            try:
+                while len(model.main_requests()) < 2:  # the Bash call is asked for
+                    await anyio.sleep(0.2)
+                await anyio.sleep(SETTLE_SECONDS)
+                assert process.returncode is None, f"{output.read_text()}\n{model.tool_results}"
+                working = proxy.open_streams()
+                os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+                await anyio.sleep(SETTLE_SECONDS)
+                killed = proxy.open_streams()
+            finally:
+                if process.returncode is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    await process.wait()
+    log = proxy.log()
+    assert killed == [], f"{log}\nstill open after SIGKILL: {[e.describe() for e in killed]}"
+    (stream,) = working
+    calls = [e for e in proxy.exchanges if e.rpc == ["tools/call"]]
+    assert calls, log
+    if era == "auto":
+        # One listen stream, open while Claude Code works; no session ties it, or anything else, to the calls.
+        assert (stream.http_method, stream.rpc, stream.session) == ("POST", ["subscriptions/listen"], None), log
+        assert all(e.session is None and SESSION_HEADER not in e.headers for e in calls), log
+    else:
+        # The session's GET stream, open while Claude Code works; the calls name that session.
+        assert (stream.http_method, stream.rpc) == ("GET", []), log
+        assert stream.session is not None
+        assert {e.session for e in calls} == {stream.session}, log
+
+
+async def test_jct_holds_a_legacy_claude_code_s_claim_through_a_long_bash_call(
+    claude_code: ClaudeCode, jct_env: dict[str, str], tmp_path: Path, make_settings: Callable[..., Settings]
+) -> None:
+    """Claude Code (legacy handshake) claims a task, runs a Bash call six live leases long (and longer than
+    JCT_LEASE_SECONDS) without a word to JCT, then completes the task: JCT renewed the claim while the
+    session's GET stream was open."""
+    core = Core.build(make_settings())
+    try:
+        task_id = await enqueue(core)
+    finally:
+        await core.db.dispose()
+    claimed: dict[str, Any] = {}
+
+    def work(result: ToolResult | None) -> ToolUse:
+        assert result is not None
+        assert not result.is_error, result
+        claimed.update(result.json())
+        return bash(BASH_SECONDS)
+
+    def complete(result: ToolResult | None) -> ToolUse:
+        assert result is not None
+        assert not result.is_error, result
+        args = {"task_id": claimed["task_id"], "run_id": claimed["run_id"], "success": True, "summary": "Done."}
+        return ToolUse("mcp__jct__jct_complete_task", args)
+
+    def finish(result: ToolResult | None) -> Reply:
+        assert result is not None
+        assert not result.is_error, result  # not LEASE_EXPIRED: the claim was held
+        assert result.json()["success"] is True, result
+        return Reply("done")
+
+    steps: list[Step] = [ToolUse("mcp__jct__jct_claim_next", {}), work, complete, finish]
+    env = jct_env | {
+        "JCT_LIVE_LEASE_SECONDS": str(LIVE_LEASE),
+        "JCT_LEASE_SECONDS": str(UNHELD_LEASE),
+        "JCT_SWEEP_INTERVAL_SECONDS": "0.2",
+    }
+    with anyio.fail_after(LIMIT):
+        async with http_server(env, tmp_path) as jct, scripted_model(steps) as (model, model_url):
+            run = await claude_code.run(claude_args(mcp_config(tmp_path, jct)), model_url, "legacy")
+    assert model.errors == [], "\n".join(model.errors)
+    assert run.returncode == 0, run.explain()
+    assert claimed["task_id"] == task_id
+    assert [r.step for r in model.main_requests()] == [0, 1, 2, 3], run.explain()
