@@ -10,10 +10,11 @@ caller claimed. So every agent needs its own claimant identity, even when nothin
   plugin's headersHelper sends one per Claude Code process): then, on any HTTP transport, its agent is
   `local-` and six hex digits of the header's SHA-256, the same for every request that carries that value.
   The header is self-asserted and tells agents apart for display and per-agent counts; it fences nothing
-  (a caller without a session still names its run). The principal is `local`: without
-  tokens nothing is authenticated, so the key in the `run_id` a claim returned is what proves a caller
-  claimed (server/core/claims/leases.py). Sessions and streams are capped per session, not per `local`
-  (server/sessions.py).
+  (a caller without a session still names its run). It also ties a stateless call to its agent's
+  listen stream, keyed with the principal (server/sessions.py `agent_holder`), with or without tokens.
+  The principal is `local`: without tokens nothing is authenticated, so the key in the `run_id` a claim
+  returned is what proves a caller claimed (server/core/claims/leases.py). Sessions and streams are capped
+  per session, not per `local` (server/sessions.py).
 - HTTP with JCT_AUTH=token: `TokenIdentity`. The front door (server/auth.py) verifies the bearer token of
   each HTTP request and stores it, as the SDK's `AccessToken`, in the SDK's auth context variable; the SDK
   runs every request handler in the context of the HTTP request that carried the message, so
@@ -120,14 +121,23 @@ def declared_agent(ctx: Any) -> str | None:
     values = headers.getlist(AGENT_HEADER)
     if not values:
         return None
-    if len(values) == 1 and _AGENT_VALUE.fullmatch(values[0]):
-        return str(values[0])
+    agent = agent_value(values)
+    if agent is not None:
+        return agent
     raise invalid(
         f"The X-JCT-Agent header must be sent once, 1 to {AGENT_HEADER_CHARS} visible ASCII characters "
         "(letters, digits, punctuation; no spaces).",
         "Fix or remove the header in the MCP client's configuration (the JCT plugin's headersHelper sends a "
         "valid one), then reconnect.",
     )
+
+
+def agent_value(values: list[str]) -> str | None:
+    """The X-JCT-Agent value of a request that sent the header `values`: None unless it was sent once, 1 to 128
+    visible ASCII characters."""
+    if len(values) == 1 and _AGENT_VALUE.fullmatch(values[0]):
+        return str(values[0])
+    return None
 
 
 def agent_suffix(value: str) -> str:

@@ -4,7 +4,8 @@ Three kinds of things stay open between requests and hold memory in this process
 
 - `session`: a legacy streamable HTTP session (the `initialize` handshake over /mcp), with its GET stream;
 - `sse`: a legacy HTTP+SSE connection (GET /sse, its messages POSTed to /messages/);
-- `listen`: a 2026-07-28 `subscriptions/listen` stream (a POST to /mcp that stays open);
+- `listen`: a 2026-07-28 `subscriptions/listen` stream (a POST to /mcp that stays open); with its X-JCT-Agent
+  header it holds the claims of that agent's stateless calls while it is open (`agent_holder`);
 - `ui`: a dashboard page's event stream (/ui/events).
 
 `Sessions` keeps one `Entry` for each, with the principal that opened it and the credential (the token) it
@@ -46,6 +47,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.core.claims.holders import CURRENT, Holder
+from server.identity import AGENT_HEADER, agent_value
 from server.taskgroup import HeldTaskGroup
 
 log = logging.getLogger("jct.sessions")
@@ -70,6 +72,7 @@ class Entry:
     busy: int = 0
     opened: float = 0.0
     streams: int = 0  # a legacy session's GET event streams open now
+    agent: str | None = None  # a listen stream's X-JCT-Agent header: it vouches for that agent's stateless calls
 
 
 @dataclass
@@ -152,6 +155,21 @@ class Sessions:
         (server/core/claims/holding.py)."""
         return Holder(key, lambda: self.live(key))
 
+    def listening(self, principal: str, agent: str) -> bool:
+        """Whether a `subscriptions/listen` stream opened by `principal` with the X-JCT-Agent header `agent` is
+        open in this process."""
+        return any(
+            entry.kind == "listen" and entry.agent == agent and entry.principal == principal
+            for entry in self._entries.values()
+        )
+
+    def agent_holder(self, principal: str, agent: str) -> Holder:
+        """What renews the runs a stateless request of `principal` with the X-JCT-Agent header `agent` claims:
+        live while that agent's listen stream is open here. The header is self-asserted: the principal is part
+        of the key, so with tokens one principal's stream never vouches for another's calls; without tokens
+        every caller is `local` and the header is as trusted as anything else a local caller says."""
+        return Holder(f"listen:{principal}:{agent}", lambda: self.listening(principal, agent))
+
     def new_key(self, kind: Kind) -> str:
         return f"{kind}-{next(self._numbers)}"
 
@@ -217,14 +235,16 @@ class Sessions:
     # --- streams this module holds open itself -----------------------------------------------
 
     @asynccontextmanager
-    async def stream(self, kind: Kind, principal: str, credential: str | None) -> AsyncIterator[Entry]:
+    async def stream(
+        self, kind: Kind, principal: str, credential: str | None, agent: str | None = None
+    ) -> AsyncIterator[Entry]:
         """Run a long-lived request (an SSE connection, a listen stream) as an entry that closing cancels."""
         scope = anyio.CancelScope()
 
         async def close() -> None:
             scope.cancel()
 
-        entry = Entry(self.new_key(kind), kind, principal, credential, close)
+        entry = Entry(self.new_key(kind), kind, principal, credential, close, agent=agent)
         self.add(entry)
         try:
             with scope:
@@ -291,6 +311,12 @@ class SessionGuard:
             elif method == "POST" and headers.get(b"mcp-method") == b"subscriptions/listen":
                 await self._stream("listen", scope, receive, send)
                 return
+            elif method == "POST" and (agent := declared(scope)) is not None:
+                # A stateless request: held while its agent's listen stream is open in this process.
+                principal, _ = who(scope)
+                with held_by(self.sessions.agent_holder(principal, agent)):
+                    await self.app(scope, receive, send)
+                return
         elif path == "/sse" and method == "GET":
             await self._sse(scope, receive, send)
             return
@@ -307,7 +333,7 @@ class SessionGuard:
         principal, credential = who(scope)
         response = Ending(send)
         try:
-            async with self.sessions.stream(kind, principal, credential):
+            async with self.sessions.stream(kind, principal, credential, declared(scope)):
                 await self.app(scope, receive, response.send)
         finally:
             await response.end()
@@ -340,6 +366,14 @@ class SessionGuard:
                 await send(message)
 
             await self.app(scope, receive, watch)
+
+
+def declared(scope: Scope) -> str | None:
+    """The request's X-JCT-Agent header, when it sent one valid value (a malformed one is refused when a tool
+    call reads it: server/identity.py)."""
+    name = AGENT_HEADER.encode()
+    values = [value.decode("latin-1") for key, value in scope.get("headers", ()) if key.lower() == name]
+    return agent_value(values) if values else None
 
 
 @contextmanager

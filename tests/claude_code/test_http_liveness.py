@@ -10,8 +10,13 @@ Observed with Claude Code 2.1.328:
 - By default (the 2026-07-28 protocol) it opens one `subscriptions/listen` stream (a POST) at the start and
   keeps it open all session long; SIGKILL closes it. But nothing ties it to the tool calls: they are
   stateless POSTs with no session id, and every request carries the same headers and `clientInfo` as any
-  other Claude Code's. So JCT cannot tell whose claims a listen stream vouches for: a claim made this way is
-  renewed only by its agent's calls, and JCT_LEASE_SECONDS bounds it.
+  other Claude Code's. So, configured by hand without a header, JCT cannot tell whose claims a listen stream
+  vouches for: a claim made this way is renewed only by its agent's calls, and JCT_LEASE_SECONDS bounds it.
+- Through the HTTP plugin (deploy/claude-code/plugin), every request of the connection carries the headersHelper's
+  X-JCT-Agent value, the listen stream's included: JCT holds the claims of stateless calls whose agent's listen
+  stream (same header, same principal) is open in the process they reach (server/sessions.py `agent_holder`).
+  The third test runs the plugin's session through a Bash call six live leases long; the fourth SIGKILLs it
+  mid-Bash, and a waiting agent claims the task after the short lease.
 - With `MCP_PROTOCOL_NEGOTIATION=legacy` it opens a session and its standalone GET stream, kept open all
   session long and closed by SIGKILL; its calls carry the session id. JCT renews the claims made through a
   session while its GET stream is open (server/core/claims/holding.py): the second test runs Claude Code
@@ -30,14 +35,15 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
 from server.config import Settings
 from server.core.service import Core
-from tests.claude_code.harness import MCP_TOOLS, ClaudeCode
+from tests.claude_code.harness import MCP_TOOLS, ROOT, ClaudeCode
 from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
-from tests.claude_code.proxy import SESSION_HEADER, mcp_proxy
+from tests.claude_code.proxy import SESSION_HEADER, Exchange, McpProxy, mcp_proxy
 from tests.core.helpers import enqueue
-from tests.transports.conftest import http_server
+from tests.transports.conftest import call, http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -169,3 +175,144 @@ async def test_jct_holds_a_legacy_claude_code_s_claim_through_a_long_bash_call(
     assert run.returncode == 0, run.explain()
     assert claimed["task_id"] == task_id
     assert [r.step for r in model.main_requests()] == [0, 1, 2, 3], run.explain()
+
+
+PLUGIN_TOOLS = "mcp__plugin_jct_jct__*"
+PLUGIN_CLAIM = "mcp__plugin_jct_jct__jct_claim_next"
+PLUGIN_COMPLETE = "mcp__plugin_jct_jct__jct_complete_task"
+AGENT_HEADER = "x-jct-agent"
+# Print mode waits for the plugin's server before the first model request; the plugin's hooks stay out of it.
+PLUGIN_ENV = {"MCP_CONNECTION_NONBLOCKING": "false", "JCT_HOOKS": "off"}
+# The long lease, long enough that only the live lease can bring a killed agent's task back within the wait.
+LONG_LEASE = 600
+WAIT_SECONDS = 60
+
+
+async def install_plugin(claude_code: ClaudeCode, url: str) -> None:
+    """The HTTP plugin, from this repository's marketplace, with its server at `url` (no token)."""
+    async with scripted_model([]) as (_model, model_url):
+        added = await claude_code.run(["plugin", "marketplace", "add", str(ROOT)], model_url)
+        assert added.returncode == 0, added.explain()
+        installed = await claude_code.run(["plugin", "install", "jct@jct", "--config", f"url={url}/mcp"], model_url)
+        assert installed.returncode == 0, installed.explain()
+
+
+def plugin_args() -> list[str]:
+    return ["-p", "Work.", "--allowedTools", f"{PLUGIN_TOOLS},Bash", "--output-format", "json"]
+
+
+def held_env(jct_env: dict[str, str], lease: int) -> dict[str, str]:
+    return jct_env | {
+        "JCT_LIVE_LEASE_SECONDS": str(LIVE_LEASE),
+        "JCT_LEASE_SECONDS": str(lease),
+        "JCT_SWEEP_INTERVAL_SECONDS": "0.2",
+    }
+
+
+def the_agent_s_header(proxy: McpProxy) -> str:
+    """The X-JCT-Agent value of the plugin's listen stream: the one its tool calls carry too."""
+    listens = [e for e in proxy.exchanges if e.rpc == ["subscriptions/listen"]]
+    calls = [e for e in proxy.exchanges if e.rpc == ["tools/call"]]
+    assert listens, proxy.log()
+    assert calls, proxy.log()
+    seen = [(e.describe(), e.headers.get(AGENT_HEADER)) for e in listens + calls]
+    values = {value for _, value in seen}
+    assert len(values) == 1, seen
+    [value] = values
+    assert value is not None, seen
+    assert all(e.session is None for e in calls), proxy.log()  # stateless: no session ties them
+    return value
+
+
+async def test_jct_holds_the_http_plugin_s_claim_through_a_long_bash_call(
+    claude_code: ClaudeCode, jct_env: dict[str, str], tmp_path: Path, make_settings: Callable[..., Settings]
+) -> None:
+    """Claude Code through the HTTP plugin, by default (stateless calls, one listen stream), claims a task, runs a
+    Bash call six live leases long (and longer than JCT_LEASE_SECONDS) without a word to JCT, then completes the
+    task: JCT renewed the claim while the listen stream carrying the same X-JCT-Agent was open."""
+    core = Core.build(make_settings())
+    try:
+        task_id = await enqueue(core)
+    finally:
+        await core.db.dispose()
+    claimed: dict[str, Any] = {}
+
+    def work(result: ToolResult | None) -> ToolUse:
+        assert result is not None
+        assert not result.is_error, result
+        claimed.update(result.json())
+        return bash(BASH_SECONDS)
+
+    def complete(result: ToolResult | None) -> ToolUse:
+        assert result is not None
+        assert not result.is_error, result
+        args = {"task_id": claimed["task_id"], "run_id": claimed["run_id"], "success": True, "summary": "Done."}
+        return ToolUse(PLUGIN_COMPLETE, args)
+
+    def finish(result: ToolResult | None) -> Reply:
+        assert result is not None
+        assert not result.is_error, result  # not LEASE_EXPIRED: the claim was held
+        assert result.json()["success"] is True, result
+        return Reply("done")
+
+    steps: list[Step] = [ToolUse(PLUGIN_CLAIM, {}), work, complete, finish]
+    with anyio.fail_after(2 * LIMIT):
+        async with http_server(held_env(jct_env, UNHELD_LEASE), tmp_path) as jct, mcp_proxy(jct) as (proxy, url):
+            await install_plugin(claude_code, url)
+            async with scripted_model(steps) as (model, model_url):
+                run = await claude_code.run(plugin_args(), model_url, extra=PLUGIN_ENV)
+    assert model.errors == [], "\n".join(model.errors)
+    assert run.returncode == 0, f"{run.explain()}\n{claude_code.mcp_logs()}"
+    assert claimed["task_id"] == task_id
+    assert [r.step for r in model.main_requests()] == [0, 1, 2, 3], run.explain()
+    the_agent_s_header(proxy)
+
+
+async def test_a_killed_http_plugin_session_s_task_comes_back_after_the_live_lease(
+    claude_code: ClaudeCode, jct_env: dict[str, str], tmp_path: Path, make_settings: Callable[..., Settings]
+) -> None:
+    """Claude Code through the HTTP plugin claims a task and starts a long Bash call; SIGKILL closes its listen
+    stream, and an agent waiting on the queue claims the task as attempt 2 after the short lease (JCT_LEASE_SECONDS
+    is ten times the wait)."""
+    core = Core.build(make_settings())
+    try:
+        task_id = await enqueue(core)
+    finally:
+        await core.db.dispose()
+    steps: list[Step] = [ToolUse(PLUGIN_CLAIM, {}), bash(WORK_SECONDS), Reply("done")]
+    output = tmp_path / "claude.out"
+    with anyio.fail_after(2 * LIMIT):
+        async with http_server(held_env(jct_env, LONG_LEASE), tmp_path) as jct, mcp_proxy(jct) as (proxy, url):
+            await install_plugin(claude_code, url)
+            async with scripted_model(steps) as (model, model_url):
+                with output.open("wb") as out:
+                    process = await anyio.open_process(
+                        [str(claude_code.binary), *plugin_args()],
+                        env=claude_code.env(model_url, **PLUGIN_ENV),
+                        cwd=claude_code.work,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                try:
+                    while len(model.main_requests()) < 2:  # the claim answered, the Bash call asked for
+                        await anyio.sleep(0.2)
+                    assert process.returncode is None, f"{output.read_text()}\n{model.tool_results}"
+                    [claimed] = [r.json() for r in model.tool_results]
+                    assert claimed["task_id"] == task_id, claimed
+                    await anyio.sleep(SETTLE_SECONDS)  # several renewals: still held
+                    listening: list[Exchange] = [e for e in proxy.open_streams() if e.rpc == ["subscriptions/listen"]]
+                    assert listening, proxy.log()
+                    async with Client(f"{jct}/mcp") as other:
+                        assert (await call(other, "jct_claim_next"))["claimed"] is False
+                        os.killpg(process.pid, signal.SIGKILL)
+                        await process.wait()
+                        again = await call(other, "jct_claim_next", wait_seconds=WAIT_SECONDS)
+                finally:
+                    if process.returncode is None:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        await process.wait()
+    the_agent_s_header(proxy)
+    assert again["claimed"] is True, again
+    assert (again["task_id"], again["attempt"]) == (task_id, 2), again

@@ -1,12 +1,16 @@
 """Connection-held runs (DESIGN section 17): a live connection renews the leases of the runs claimed through it.
 
 A claim made through a connection that shows it lives (a `jct serve --stdio` process: the process itself; a
-legacy streamable HTTP session while its GET event stream is open; an SSE connection while it is open) gets
+legacy streamable HTTP session while its GET event stream is open; an SSE connection while it is open; a
+stateless request whose X-JCT-Agent header matches a `subscriptions/listen` stream of its principal open in
+this process, while that stream is open: server/sessions.py `agent_holder`) gets
 the short lease, JCT_LIVE_LEASE_SECONDS, and this process renews it every third of that while the connection
 still shows it lives and the run is within its time budget (`budget_ends_at`). A dead agent's task is therefore
 claimable again a short lease (plus a sweep) after its connection went, and a live agent that runs a long test
 without calling JCT keeps its claim until its time budget ends. A claim nobody holds (a stateless HTTP
-request: nothing outlives it) gets JCT_LEASE_SECONDS and lives by the agent's own calls.
+request without the header, or whose agent has no listen stream in this process) gets JCT_LEASE_SECONDS and
+lives by the agent's own calls. A process holds only the runs claimed or fenced through it: it adopts no run
+by its actor id.
 
 The transport says which connection a call came through by setting `CURRENT` (server/cli/stdio.py for the
 process, server/sessions.py per HTTP request); core reads it when it claims or fences. The renewal is one
