@@ -27,7 +27,7 @@ BRIEFING = [
     "Acceptance criteria (2;",
     "Context (briefing v2)",
     "Constraints",
-    "Review feedback (1 round",
+    "Review feedback (review round 1 of",
     "Tasks and runs",
     "Next",
 ]
