@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -44,6 +45,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """A test leaves the process's signal handlers as it found them. A uvicorn server that captured SIGTERM
+    and handed it back out of order (several running at once) leaves it bound to a stopped server, and
+    sse-starlette then ends every event stream of every later server in the process."""
+    before = {number: signal.getsignal(number) for number in SIGNALS}
+    yield
+    changed = [signal.Signals(number).name for number in SIGNALS if signal.getsignal(number) != before[number]]
+    for number, handler in before.items():
+        signal.signal(number, handler)
+    assert not changed, f"the test left {changed} with another handler (start uvicorn with capture_signals off)"
 
 
 def _admin_url() -> str:

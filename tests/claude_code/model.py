@@ -27,7 +27,7 @@ import socket
 import traceback
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,6 +329,9 @@ async def serve_app(app: Any) -> AsyncIterator[str]:
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
+    # pytest owns the signals: a server that captured them would hand them back out of order when several
+    # run at once, leaving SIGTERM bound to a stopped server (sse-starlette then ends every event stream).
+    server.capture_signals = nullcontext  # type: ignore[method-assign, assignment]
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,39 @@ def test_jct_hooks_off_turns_them_off_and_a_subagent_is_judged_by_its_own_transc
     assert hook("subagent-stop", main, agent_transcript_path=str(transcript.path)) is not None
     assert hook("subagent-stop", transcript, agent_transcript_path=str(main.path)) is None
     assert hook("subagent-stop", transcript) is None  # no transcript of its own: nothing said
+
+
+def test_a_stop_waits_for_the_transcript_to_hold_the_message_it_stops_on(tmp_path: Path) -> None:
+    """Claude Code writes its transcript in batches: at a Stop the claim's result may not be on disk yet. The
+    hook reads again until the message the session stops on (`last_assistant_message`) is there."""
+    behind = Transcript(tmp_path / "t.jsonl")
+    behind.write()  # nothing on disk yet: the claim and the last message are still in Claude Code's buffer
+    whole = Transcript(tmp_path / "whole.jsonl")
+    whole.call("claim_next", {}, CLAIM)
+    said = {"type": "text", "text": "Stopping, as you asked."}
+    whole.entries.append({"type": "assistant", "message": {"role": "assistant", "content": [said]}})
+    whole.write()
+    node = shutil.which("node")
+    assert node is not None
+    hook_input = {
+        "session_id": "s1",
+        "transcript_path": str(behind.path),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": "Stopping, as you asked.",
+    }
+    env = {key: value for key, value in os.environ.items() if key != "JCT_HOOKS"}
+    running = subprocess.Popen(
+        [node, str(SCRIPT), "stop"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert running.stdin is not None
+    running.stdin.write(json.dumps(hook_input))
+    running.stdin.close()
+    time.sleep(0.5)  # the batch lands while the hook waits
+    assert running.poll() is None, "the hook answered before the transcript held the message it stops on"
+    shutil.copyfile(whole.path, behind.path)
+    assert running.stdout is not None
+    answer = json.loads(running.stdout.read())
+    assert running.wait(timeout=30) == 0
+    assert answer["decision"] == "block"
+    assert f"JCT task {TASK} (run_id {RUN})" in answer["reason"]

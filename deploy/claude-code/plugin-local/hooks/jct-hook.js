@@ -20,6 +20,9 @@ const MAX_BLOCKS = 3; // Stop blocks in a row without a JCT call in between, bef
 const MARK = "[jct hook]";
 const FEEDBACK = "Stop hook feedback"; // how Claude Code records a Stop hook's block in the transcript
 const GONE = new Set(["LEASE_EXPIRED", "NOT_CLAIMANT", "TASK_NOT_CLAIMED"]);
+// Claude Code writes its transcript in batches: at a Stop the last lines (a claim's tool result among them)
+// may not be on disk yet. The hook waits, at most this long, until the message it stops on is there.
+const CATCH_UP_MS = 3000;
 
 function readStdin() {
   try {
@@ -48,6 +51,34 @@ function entries(path) {
   return found;
 }
 
+function sleep(ms) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+// Whether `text` (the Stop input's last_assistant_message) is the last assistant text in the transcript.
+function endsWith(found, text) {
+  for (let i = found.length - 1; i >= 0; i -= 1) {
+    const entry = found[i];
+    if (!entry || entry.type !== "assistant" || !entry.message) continue;
+    const said = textOf(entry.message.content).trim();
+    if (said) return said === text;
+  }
+  return false;
+}
+
+// The transcript's entries once it holds the message the session stops on (`last`), or as they are when
+// there is none to wait for or CATCH_UP_MS has passed.
+function caughtUp(path, last) {
+  const text = typeof last === "string" ? last.trim() : "";
+  const deadline = Date.now() + CATCH_UP_MS;
+  let found = entries(path);
+  while (text && !endsWith(found, text) && Date.now() < deadline) {
+    sleep(50);
+    found = entries(path);
+  }
+  return found;
+}
+
 function textOf(content) {
   if (typeof content === "string") return content;
   if (Array.isArray(content)) return content.map((part) => (part && part.text) || "").join("");
@@ -72,10 +103,10 @@ function jctTool(name) {
 // The session's JCT state: the claim it holds (or null); what happened last to its claims (`last`: claimed,
 // completed, released, empty: a jct_claim_next that found nothing); how many times a Stop hook blocked
 // since its last JCT call.
-function state(transcript) {
+function state(found) {
   const calls = new Map(); // tool_use id -> {tool, input}
   const result = { held: null, last: null, blocks: 0 };
-  for (const entry of entries(transcript)) {
+  for (const entry of found) {
     // The conversation only: a transcript also keeps copies of API requests, hook records and attachments.
     if (!entry || (entry.type !== "user" && entry.type !== "assistant")) continue;
     const content = entry.message && entry.message.content;
@@ -146,7 +177,7 @@ function finishIt(held) {
 }
 
 function onStop(input, transcript) {
-  const now = state(transcript);
+  const now = state(caughtUp(transcript, input.last_assistant_message));
   if (now.held) {
     if (now.blocks >= MAX_BLOCKS) return null; // it was told MAX_BLOCKS times and made no JCT call since
     return {
@@ -169,7 +200,7 @@ function onStop(input, transcript) {
 
 function onSessionStart(input) {
   if (input.source !== "resume" && input.source !== "compact") return null;
-  const now = state(input.transcript_path);
+  const now = state(entries(input.transcript_path));
   if (!now.held) return null;
   return {
     hookSpecificOutput: {
