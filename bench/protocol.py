@@ -8,6 +8,8 @@ of `--calls` calls; each call is timed:
   echo                  echo(text="ping"): the transport, the SDK's dispatch and validation, nothing else
   jct_claim_next        claims one task each call (the queue is pre-loaded)
   jct_report_artifact   1 KiB of log text, to a task the client claimed beforehand
+  jct_report_progress   a progress note on that task (a write that may be lost without harm: no WAL flush
+                        waited for on PostgreSQL)
   jct_complete_task     completes the tasks claimed in the claim phase (success=true, no artifacts)
 
 "cost vs echo" is echo calls/s divided by the call's calls/s at the same concurrency (1.0 = free; DESIGN
@@ -44,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import add_database_arguments, bulk_load, check_dialects, fresh_database, servers, tool
 
 ARTIFACT = ("bench log line " * 73)[:1023] + "\n"  # 1 KiB
-CALLS = ("echo", "jct_claim_next", "jct_report_artifact", "jct_complete_task")
+CALLS = ("echo", "jct_claim_next", "jct_report_artifact", "jct_report_progress", "jct_complete_task")
 
 
 # --- the clients -----------------------------------------------------------------------------
@@ -114,6 +116,10 @@ async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str
             args = {"task_id": report_to[i], "title": f"log {n}", "artifact_type": "log", "content": ARTIFACT}
             await tool(clients[i], "jct_report_artifact", args)
 
+        async def do_progress(i: int, n: int) -> None:
+            args = {"task_id": report_to[i], "message": f"step {n}", "progress": n % 101}
+            await tool(clients[i], "jct_report_progress", args)
+
         async def do_complete(i: int, n: int) -> None:
             args = {"task_id": claimed[i][n], "success": True, "summary": "Benchmarked."}
             await tool(clients[i], "jct_complete_task", args)
@@ -121,6 +127,7 @@ async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str
         await phase(clients, cells["echo"], per_client, do_echo)
         await phase(clients, cells["jct_claim_next"], per_client, do_claim)
         await phase(clients, cells["jct_report_artifact"], per_client, do_report)
+        await phase(clients, cells["jct_report_progress"], per_client, do_progress)
         await phase(clients, cells["jct_complete_task"], per_client, do_complete)
     return cells
 

@@ -214,16 +214,19 @@ def update_issue(issue_id: str, values: Values) -> Update:
 # --- the change -----------------------------------------------------------------------------------
 
 
-async def apply(db: Database, fence: Fence, decide: Decide[R], *, completion: bool = False) -> Changed[R] | None:
+async def apply(
+    db: Database, fence: Fence, decide: Decide[R], *, completion: bool = False, durable: bool = True
+) -> Changed[R] | None:
     """Pass the fence and make `decide`'s writes in one transaction; None if the fence refused (nothing was
     written then). `completion`: `decide` is also given the task, its criteria and the run's artifacts.
+    `durable=False`: writes that may be lost without harm (Database.write).
 
     The one dialect fork of a fenced change. SQLite: the whole transaction as ONE call on aiosqlite's
     thread, which pays against the same steps through SQLAlchemy (several thread hops per statement): the
     figures are in bench/README.md. PostgreSQL: three round trips (fence with facts, writes, commit)."""
     if db.is_sqlite:
         return await db.write_in_one_call(partial(_change_sqlite, fence=fence, decide=decide, completion=completion))
-    async with db.write() as conn:
+    async with db.write(durable=durable) as conn:
         return await _change_postgres(conn, fence, decide, completion=completion)
 
 

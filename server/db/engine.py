@@ -103,8 +103,14 @@ class Database:
         return self.dialect == "sqlite"
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A read-write transaction: BEGIN IMMEDIATE on SQLite, so the write lock is taken up front."""
+    async def write(self, *, durable: bool = True) -> AsyncIterator[AsyncConnection]:
+        """A read-write transaction: BEGIN IMMEDIATE on SQLite, so the write lock is taken up front.
+
+        `durable=False` is for writes that may be lost without harm (lease renewals, progress notes): on
+        PostgreSQL the COMMIT then returns without waiting for its WAL flush (`synchronous_commit = off` for this
+        transaction alone). A crash of the database server may lose the last such commits, never a part of one
+        and never a durable commit made after them. SQLite (WAL, synchronous=NORMAL) waits for no flush at
+        COMMIT either way."""
         lock: AbstractAsyncContextManager[Any] = self._write_lock if self._write_lock is not None else nullcontext()
         async with lock:
             self._check_open()
@@ -112,6 +118,8 @@ class Database:
                 committing = False
                 try:
                     async with self.engine.begin() as conn:
+                        if not durable and not self.is_sqlite:
+                            await conn.execute(text("SET LOCAL synchronous_commit = off"))
                         yield conn
                         # PostgreSQL may lose the connection with the COMMIT in flight: then nobody knows
                         # whether it was recorded. A failed SQLite COMMIT recorded nothing.

@@ -240,7 +240,10 @@ async def report_progress(
             writes.append(changes.update_run(run["id"], run_values, status_in=(RunStatus.RUNNING,)))
         return writes, reported
 
-    changed = await changes.apply(core.db, fence, decide)
+    # A note may be lost without harm (a database crash within a fraction of a second of it): no WAL flush is
+    # waited for. One that asks for a person is kept as durably as a claim.
+    durable = events.needs_a_person(event_kind, checked)
+    changed = await changes.apply(core.db, fence, decide, durable=durable)
     if changed is None:
         raise await refused(core, fence)
     assert changed.inserted_id is not None
