@@ -6,6 +6,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import anyio
@@ -54,10 +55,15 @@ async def complete_task(
     if criteria_results is not None and not isinstance(criteria_results, list):
         raise invalid("criteria_results must be a list.", "Send a list of {criterion, status, evidence, note}.")
 
-    read = await _read_change(core, fence)
-
-    def decide(facts: changes.Facts) -> tuple[list[changes.Write], tuple[results.Completion, changes.Facts]]:
+    def decide(
+        read: ReadChange | None, facts: changes.Facts
+    ) -> tuple[list[changes.Write], tuple[results.Completion, changes.Facts]]:
+        """`read`: the change read from git beforehand; None: not read, as the task is not verifiable."""
         task, run = facts.task, facts.run
+        if read is None:
+            if _verifiable(core, task["target_repo"]):
+                raise _ReadFirst  # rolled back: the change is read outside a transaction, then all again
+            read = ReadChange()
         criteria = facts.acceptance_criteria
         declared = declared_outputs(Step.maybe(task.get("step")))
         json_titles = {output.name for output in declared if output.type == prover.JSON_OUTPUT}
@@ -96,7 +102,13 @@ async def complete_task(
         return writes, (done, facts)
 
     try:
-        changed = await changes.apply(core.db, fence, decide, completion=True)
+        # Most tasks have no repository JCT reads: one transaction, which finds that out from the row it fenced.
+        # A verifiable one rolls it back, reads its change from git (no transaction waits on git), and goes again.
+        try:
+            changed = await changes.apply(core.db, fence, partial(decide, None), completion=True)
+        except _ReadFirst:
+            read = await _read_change(core, fence)
+            changed = await changes.apply(core.db, fence, partial(decide, read), completion=True)
     except changes.RowMissed:
         raise JctError(
             ErrorCode.TASK_NOT_CLAIMED,
@@ -125,6 +137,20 @@ def declared_outputs(step: Step | None) -> tuple[prover.DeclaredOutput, ...]:
     if step is None:
         return ()
     return tuple(prover.DeclaredOutput(o.name, o.type, o.required, o.schema_) for o in step.outputs)
+
+
+class _ReadFirst(Exception):
+    """The task's repository is one JCT reads: its change must be read before the completion's transaction."""
+
+
+def _verifiable(core: Core, target_repo: str) -> bool:
+    """Whether a completion of a task on `target_repo` reads its change first (no disk touched)."""
+    if not core.repos.place_of_any():
+        return False
+    try:
+        return core.repos.place(target_repo) is not None
+    except JctError:
+        return True  # a name JCT will not read: the read says so in the evidence
 
 
 @dataclass(frozen=True)
