@@ -174,6 +174,25 @@ async def get_mission(conn: AsyncConnection, mission_id: str, *, lock: bool = Fa
     return row
 
 
+async def lock_running_runs(conn: AsyncConnection, mission_id: str) -> None:
+    """Lock the running runs of the mission's tasks (PostgreSQL), before its row: the order a completion, a
+    progress report or an approval takes them in (the fence locks the run, then the mission is taken), so
+    cancelling a mission never deadlocks with them."""
+    if conn.dialect.name == "sqlite":
+        return  # one writer at a time
+    runs, tasks = t.runs, t.tasks
+    query = (
+        select(runs.c.id)
+        .where(
+            runs.c.status == RunStatus.RUNNING,
+            runs.c.task_id.in_(select(tasks.c.id).where(tasks.c.mission_id == mission_id)),
+        )
+        .order_by(runs.c.id)
+        .with_for_update(of=runs)
+    )
+    await conn.execute(query)
+
+
 async def set_budget(
     conn: AsyncConnection, mission_id: str, max_cost_usd: float | None, max_tokens: int | None
 ) -> None:

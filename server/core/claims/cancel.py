@@ -91,7 +91,9 @@ async def cancel_mission(core: Core, actor: Actor, mission_id: str, reason: str)
     check_text(reason, "reason", Limits.REASON)
     ts = core.now()
     async with core.db.write() as conn:
-        # The mission's row first, as approvals and tasks joining it take it (server/db/missions.py).
+        # Its running runs first, then the mission's row: the order completions, progress reports and approvals
+        # take them in (the fence locks the run), so none of them deadlocks with this.
+        await q.lock_running_runs(conn, mission_id)
         mission = await q.get_mission(conn, mission_id, lock=True)
         if mission is None:
             raise mission_not_found(mission_id)
