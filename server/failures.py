@@ -16,10 +16,12 @@ import logging
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import anyio
 
 from server.errors import ErrorCode, JctError
 
@@ -303,3 +305,21 @@ def _sa() -> Any:
     from sqlalchemy import exc
 
     return exc
+
+
+async def every(
+    interval: float, step: Callable[[], Awaitable[object]], log: logging.Logger, *, effect: str, what: str
+) -> None:
+    """Run `step` every `interval` seconds until cancelled. A failed pass is logged and the next one tries
+    again: a failure of the world as one line per interval while it lasts (`FailureLog`, with `effect`), anything
+    else with its traceback ("`what` failed")."""
+    failures = FailureLog(log, effect)
+    while True:
+        try:
+            await step()
+        except Exception as exc:
+            if not failures.failed_on(exc):
+                log.exception("%s failed; retrying in %.1fs", what, interval)
+        else:
+            failures.recovered()
+        await anyio.sleep(interval)

@@ -12,13 +12,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-import anyio
-
 from server.core import feed
 from server.core.audit import CLAIMABLE
 from server.core.claims.waiting import RECHECK_SECONDS
 from server.core.service import Core
-from server.failures import FailureLog
+from server.failures import every
 from server.notify.changes import Changes
 
 log = logging.getLogger(__name__)
@@ -73,14 +71,5 @@ class ChangeFeed:
             self._core.waiters.wake()
 
     async def run(self) -> None:
-        failures = FailureLog(log, "subscribers are not notified meanwhile")
-        while True:
-            try:
-                await self.poll()
-            except Exception as exc:
-                # A failure of the world is one line per interval while the database is away.
-                if not failures.failed_on(exc):
-                    log.exception("change feed poll failed; retrying")
-            else:
-                failures.recovered()
-            await anyio.sleep(self._interval)
+        effect = "subscribers are not notified meanwhile"
+        await every(self._interval, self.poll, log, effect=effect, what="change feed poll")

@@ -26,14 +26,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
-
-import anyio
 
 from server.config import Settings
 from server.core.claims.holders import CURRENT, Holder
 from server.db import leases
-from server.failures import FailureLog
+from server.failures import every
 
 if TYPE_CHECKING:
     from server.core.service import Core  # Core holds the Holdings
@@ -127,14 +126,6 @@ async def run_renewer(core: Core) -> None:
     """Renew held runs every third of the live lease, forever; a failed pass is logged and tried next period."""
     if not core.settings.live_lease_seconds:
         return  # off: no connection holds a run
-    failures = FailureLog(log, "held leases are not renewed meanwhile")
     period = core.settings.live_lease_seconds / 3
-    while True:
-        try:
-            await renew_once(core)
-        except Exception as exc:
-            if not failures.failed_on(exc):
-                log.exception("lease renewal failed; retrying in %.1fs", period)
-        else:
-            failures.recovered()
-        await anyio.sleep(period)
+    effect = "held leases are not renewed meanwhile"
+    await every(period, partial(renew_once, core), log, effect=effect, what="lease renewal")

@@ -9,7 +9,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results
@@ -20,7 +19,7 @@ from server.core.models import SYSTEM, Actor
 from server.core.service import Core
 from server.db import leases, queries
 from server.db.records import ExpiredRun, RequeuedTask
-from server.failures import FailureLog
+from server.failures import every
 from server.vocab import EntityKind, IssueStatus, RunStatus, TaskStatus
 
 log = logging.getLogger(__name__)
@@ -80,21 +79,14 @@ async def run_sweeper(
 ) -> None:
     """Sweep forever; one failed pass is logged and the next one tries again. `on_sweep` sees each report.
     While the database is away, that is one line per interval, not a traceback per pass."""
-    failures = FailureLog(log, "leases are not expired meanwhile")
-    while True:
-        try:
-            report = await sweep_expired_leases(core)
-            if on_sweep is not None:
-                on_sweep(report)
-            await fold_counts(core)  # keeps queue statistics' delta rows few (server/db/leases.py)
-            await workspace.sweep(core)  # worktrees of runs no longer running (after a crash too)
-            if report.expired:
-                log.info(
-                    "lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed
-                )
-        except Exception as exc:
-            if not failures.failed_on(exc):
-                log.exception("lease sweep failed; retrying in %.1fs", interval)
-        else:
-            failures.recovered()
-        await anyio.sleep(interval)
+
+    async def sweep() -> None:
+        report = await sweep_expired_leases(core)
+        if on_sweep is not None:
+            on_sweep(report)
+        await fold_counts(core)  # keeps queue statistics' delta rows few (server/db/leases.py)
+        await workspace.sweep(core)  # worktrees of runs no longer running (after a crash too)
+        if report.expired:
+            log.info("lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed)
+
+    await every(interval, sweep, log, effect="leases are not expired meanwhile", what="lease sweep")

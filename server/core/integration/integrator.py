@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import anyio
 
@@ -30,7 +31,7 @@ from server.core.service import Core
 from server.db import integrations, queries
 from server.db.records import Integration
 from server.errors import JctError
-from server.failures import FailureLog
+from server.failures import every
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +53,9 @@ class LostLease(Exception):
 async def run_integrator(core: Core, interval: float) -> None:
     """Runs until cancelled: every `interval` seconds, integrate whatever waits and no other process holds."""
     holder = new_id()
-    # While the database is away: one line per interval, not a traceback per pass (as the lease sweeper).
-    failures = FailureLog(log, "approved work is not integrated meanwhile")
-    while True:
-        try:
-            await integrate_waiting(core, holder)
-        except Exception as exc:  # a database or git failure: logged, tried again on the next pass
-            if not failures.failed_on(exc):
-                log.exception("integrator pass failed; retrying in %.1fs", interval)
-        else:
-            failures.recovered()
-        await anyio.sleep(interval)
+    # A database or git failure is logged and tried again on the next pass.
+    effect = "approved work is not integrated meanwhile"
+    await every(interval, partial(integrate_waiting, core, holder), log, effect=effect, what="integrator pass")
 
 
 async def integrate_waiting(core: Core, holder: str) -> int:
