@@ -134,13 +134,14 @@ def create_app(settings: Settings, *, extend: Callable[[MCPServer[Any]], None] |
         refused = await metrics_guard.validate_request(request)
         if refused is not None:
             return refused
+        began = metrics_failures.now()
         try:
             stats = await queue_stats(core)
         except Exception as exc:  # the process's own series still matter when the database is away
             if not metrics_failures.failed_on(exc):
                 log.warning("metrics: queue figures unavailable: %s", exc)
         else:
-            metrics_failures.recovered()
+            metrics_failures.recovered(began=began)
             for status, count in stats.counts.items():
                 metrics.tasks.labels(status).set(count)
             metrics.leases_overdue.set(stats.expired_leases)

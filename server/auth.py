@@ -207,13 +207,14 @@ class FrontDoor:
             await self.app(scope, receive, send)
             return
         conn = HTTPConnection(scope)
+        began = self.failures.now()
         try:
             authenticated = await self.backend.authenticate(conn)
         except Exception as exc:
             self._remember_close(conn)
             await self._unavailable(exc, scope, receive, send)
             return
-        self.failures.recovered()
+        self.failures.recovered(began=began)
         if authenticated is None:
             await self._unauthorized(conn, resource, scope, receive, send)
             return

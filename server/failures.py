@@ -232,7 +232,9 @@ class FailureLog:
 
     A failure is over when work that failed in it succeeds: a claim that works says nothing of the full
     disk a report needs, so a caller with several kinds of work names which one failed and which one
-    succeeded (tool calls: the tool). Once nothing has failed for an interval, any success ends it."""
+    succeeded (tool calls: the tool). Once nothing has failed for an interval, any success ends it. Work
+    that began before the last failure (`began`, from `now()`) ends nothing: a call already holding a
+    connection finishes while the database is cutting the others, and that is the outage's start."""
 
     def __init__(
         self,
@@ -247,6 +249,10 @@ class FailureLog:
         self._interval = interval
         self._clock = clock
         self._episodes: dict[Kind, _Episode] = {}
+
+    def now(self) -> float:
+        """The clock `recovered(began=...)` compares with."""
+        return self._clock()
 
     def failed(self, failure: WorldFailure, work: str = "") -> None:
         now = self._clock()
@@ -286,13 +292,15 @@ class FailureLog:
         self.failed(failure, work)
         return True
 
-    def recovered(self, work: str = "") -> None:
-        """`work` succeeded: close, with one line each, the episodes it failed in, and those with no
-        failure for an interval."""
+    def recovered(self, work: str = "", began: float | None = None) -> None:
+        """`work`, begun at `began` (default: now), succeeded: close, with one line each, the episodes it
+        failed in, and those with no failure for an interval."""
         if not self._episodes:
             return
         now = self._clock()
         for kind, episode in list(self._episodes.items()):
+            if began is not None and began <= episode.last_failure:
+                continue
             if work in episode.work or now - episode.last_failure >= self._interval:
                 self._log.warning(
                     "%s: over after %.1fs, %d failure(s) in all", kind, now - episode.started, episode.failures
@@ -315,11 +323,12 @@ async def every(
     else with its traceback ("`what` failed")."""
     failures = FailureLog(log, effect)
     while True:
+        began = failures.now()
         try:
             await step()
         except Exception as exc:
             if not failures.failed_on(exc):
                 log.exception("%s failed; retrying in %.1fs", what, interval)
         else:
-            failures.recovered()
+            failures.recovered(began=began)
         await anyio.sleep(interval)

@@ -121,6 +121,7 @@ class JctServer(MCPServer[Any]):
         # Only registered names become label values: garbage names must not grow the metric.
         self.in_flight.enter()
         started = time.perf_counter()
+        began = self.failures.now()
         code = "error"
         result: CallToolResult | InputRequiredResult | None = None
         try:
@@ -129,7 +130,7 @@ class JctServer(MCPServer[Any]):
                 code = _outcome(result)
                 outcome(code)
                 if code == "ok":
-                    self.failures.recovered(name)
+                    self.failures.recovered(name, began)
                 return result
         finally:
             self.in_flight.leave()

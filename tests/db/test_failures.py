@@ -267,6 +267,30 @@ def test_a_failure_nothing_repeats_ends_with_the_next_success(caplog: pytest.Log
     ]
 
 
+def test_a_call_begun_before_the_outage_does_not_end_it(caplog: pytest.LogCaptureFixture) -> None:
+    """The database cuts its connections one by one: a call that already held one finishes after another
+    call met the cut (seen in CI: "over after 0.0s", then a second first line). Only work begun after the
+    last failure says the failure is over."""
+    now = [100.0]
+    log = logging.getLogger("jct.test.failures")
+    failures = FailureLog(log, "calls answer UNAVAILABLE", interval=10.0, clock=lambda: now[0])
+    cut = WorldFailure(Kind.UNREACHABLE, "ConnectionResetError: [Errno 104] Connection reset by peer")
+    with caplog.at_level(logging.INFO, logger="jct.test.failures"):
+        began_early = failures.now()
+        now[0] += 0.01
+        failures.failed(cut, "jct_claim_next")
+        now[0] += 0.001
+        failures.recovered("jct_claim_next", began_early)  # held its connection from before the cut
+        failures.failed(cut, "jct_claim_next")
+        now[0] += 3.0
+        failures.recovered("jct_claim_next", failures.now())
+    assert [record.getMessage() for record in caplog.records] == [
+        "database unreachable: ConnectionResetError: [Errno 104] Connection reset by peer "
+        "(calls answer UNAVAILABLE; logged once per 10s while it lasts)",
+        "database unreachable: over after 3.0s, 2 failure(s) in all",
+    ]
+
+
 async def test_refusing_connections_is_undone_for_the_next_test(database_url: str, dialect: str) -> None:
     """The helper itself: an outage ends when the test says so, and only its own database was touched."""
     if dialect != "postgresql":
