@@ -1,6 +1,11 @@
 """The trace store: inline artifact content kept on disk, under `<root>/runs/<run_id>/artifacts/`.
 
 All I/O here is synchronous and blocking; async callers run these methods in a worker thread.
+
+A report's content is made durable in two steps, so the costly one runs outside the database's write lock:
+`stage` writes and fsyncs it under `<root>/staging/` before the transaction; `place`, inside it, renames it to
+its name in the run (a rename and a directory fsync); `discard` removes what was not placed. A row therefore
+only ever names content already on the disk, and a refused report leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import json
 import os
 import re
 import tempfile
+import time
 import unicodedata
 import uuid
 from dataclasses import dataclass
@@ -22,6 +28,7 @@ from server.errors import ErrorCode, JctError, invalid
 
 MAX_NAME_CHARS = 80
 MANIFEST = "manifest.json"
+STAGING = "staging"
 # Longer hash suffixes to fall back on if two different contents ever share the short one.
 _SUFFIX_LENGTHS = (8, 16, 64)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -32,6 +39,16 @@ class StoredContent:
     uri: str
     path: Path
     size_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Staged:
+    """Content written and fsynced under staging/, not yet in a run (`TraceStore.stage`)."""
+
+    temp: Path
+    name: str
+    content: bytes
     sha256: str
 
 
@@ -77,24 +94,68 @@ class TraceStore:
 
     def write(self, run_id: str, name: str, content: bytes) -> StoredContent:
         """Store content for a run under a name derived from `name`; identical content is written once."""
+        return self.place(run_id, self.stage(name, content))
+
+    def stage(self, name: str, content: bytes) -> Staged:
+        """Write `content` to a new file under staging/ and fsync it: the costly half of storing it."""
         if len(content) > self.max_bytes:
             raise JctError(
                 ErrorCode.PAYLOAD_TOO_LARGE,
                 f"Artifact content is {len(content)} bytes; the limit is {self.max_bytes} bytes.",
                 "Report a URI to content stored elsewhere instead, or split the content into smaller artifacts.",
             )
+        directory = self.root / STAGING
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        return Staged(Path(temp), name, content, hashlib.sha256(content).hexdigest())
+
+    def place(self, run_id: str, staged: Staged) -> StoredContent:
+        """Move staged content to its name in the run (identical content is kept once) and make the rename durable.
+        Placing the same `staged` twice (a transaction tried again) finds it placed."""
         directory = self.run_dir(run_id) / "artifacts"
-        digest = hashlib.sha256(content).hexdigest()
+        directory.mkdir(parents=True, exist_ok=True)
         for length in _SUFFIX_LENGTHS:
-            path = self._inside_root(directory / _file_name(name, digest, length))
+            path = self._inside_root(directory / _file_name(staged.name, staged.sha256, length))
             if not path.exists():
-                _write_atomically(path, content)
+                os.replace(staged.temp, path)
+                _fsync_dir(directory)
                 break
-            if path.read_bytes() == content:
+            if path.read_bytes() == staged.content:
+                self.discard(staged)
                 break
         else:  # pragma: no cover - needs a full sha256 collision
-            raise JctError(ErrorCode.INTERNAL_ERROR, f"Could not find a free file name for {name!r}.")
-        return StoredContent(uri=path.as_uri(), path=path, size_bytes=len(content), sha256=digest)
+            raise JctError(ErrorCode.INTERNAL_ERROR, f"Could not find a free file name for {staged.name!r}.")
+        return StoredContent(uri=path.as_uri(), path=path, size_bytes=len(staged.content), sha256=staged.sha256)
+
+    def discard(self, staged: Staged) -> None:
+        """Remove staged content that was not placed (the report was refused); placed content stays."""
+        staged.temp.unlink(missing_ok=True)
+
+    def sweep_staging(self, older_than: float) -> int:
+        """Remove staged files older than `older_than` seconds: a process killed between stage and place left
+        them. How many went."""
+        try:
+            entries = list((self.root / STAGING).iterdir())
+        except FileNotFoundError:
+            return 0
+        cutoff = time.time() - older_than
+        removed = 0
+        for entry in entries:
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    entry.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
 
     def write_manifest(self, run_id: str, manifest: dict[str, Any]) -> None:
         """What a run left (review/manifest.py), written atomically as `runs/<run_id>/manifest.json`.

@@ -5,12 +5,16 @@ inside it, and every statement the server sent while a call ran."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import hashlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, make_url, text
 
 from server.config import Settings
 from server.core.claims import holding, queue, work
@@ -18,7 +22,8 @@ from server.core.claims.holders import CURRENT, Holder
 from server.core.review import completion
 from server.core.service import Core
 from server.db.engine import Database
-from tests.core.helpers import ALICE, enqueue
+from server.errors import JctError
+from tests.core.helpers import ALICE, bare, built_core, enqueue
 
 pytestmark = pytest.mark.anyio
 
@@ -98,3 +103,82 @@ async def test_only_renewals_and_plain_progress_notes_give_up_the_flush(
     for durable in (claim, blocker, done):
         assert durable, "the call wrote through this engine"
         assert SET_ASYNC not in durable
+
+
+@asynccontextmanager
+async def holding_the_run(database_url: str, run_id: str) -> AsyncIterator[None]:
+    """Another transaction holds SQLite's write lock, or the run's row on PostgreSQL, until the block ends."""
+    if database_url.startswith("sqlite"):
+        path = make_url(database_url).database
+        assert path is not None
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        return
+    db = Database(database_url)
+    try:
+        async with db.engine.connect() as conn:
+            transaction = await conn.begin()
+            await conn.execute(text("SELECT id FROM runs WHERE id = :id FOR UPDATE"), {"id": run_id})
+            try:
+                yield
+            finally:
+                await transaction.rollback()
+    finally:
+        await db.dispose()
+
+
+def staged_files(core: Core) -> list[Path]:
+    staging = core.settings.traces / "staging"
+    return sorted(staging.iterdir()) if staging.is_dir() else []
+
+
+async def test_a_reports_content_is_on_the_disk_before_its_transaction_waits(
+    make_settings: Callable[..., Settings], database_url: str
+) -> None:
+    """The content's fsync runs before the transaction, not under its lock: while another writer holds the
+    lock, the report has already staged its content; once it commits, the content sits in the run, nothing
+    staged is left, and the artifact's row names it."""
+    async with built_core(make_settings()) as core:
+        task_id = await enqueue(core, operation="analysis")
+        claimed = await queue.claim_next(core, ALICE)
+        assert claimed.run_id is not None
+        reported: list[Any] = []
+
+        async def report() -> None:
+            reported.append(
+                await work.report_artifact(
+                    core, ALICE, task_id, title="log", artifact_type="log", content="ok", run_id=claimed.run_id
+                )
+            )
+
+        async with anyio.create_task_group() as tg, holding_the_run(database_url, bare(claimed.run_id)):
+            tg.start_soon(report)
+            with anyio.fail_after(30):
+                while not staged_files(core):
+                    await anyio.sleep(0.01)
+            assert reported == [], "the report waits for the lock"
+            [staged] = staged_files(core)
+            assert staged.read_bytes() == b"ok"
+        [artifact] = reported
+        assert staged_files(core) == []
+        path = core.settings.traces / "runs" / bare(claimed.run_id) / "artifacts"
+        assert [p.read_bytes() for p in path.iterdir()] == [b"ok"]
+        assert artifact.sha256 == hashlib.sha256(b"ok").hexdigest()
+
+
+async def test_a_refused_report_leaves_nothing_staged(make_settings: Callable[..., Settings]) -> None:
+    async with built_core(make_settings()) as core:
+        task_id = await enqueue(core, operation="analysis")
+        claimed = await queue.claim_next(core, ALICE)
+        await work.release_task(core, ALICE, task_id, run_id=claimed.run_id, reason="not mine")
+        with pytest.raises(JctError):
+            await work.report_artifact(
+                core, ALICE, task_id, title="log", artifact_type="log", content="late", run_id=claimed.run_id
+            )
+        assert staged_files(core) == []
+        assert list((core.settings.traces / "runs").rglob("artifacts/*")) == []

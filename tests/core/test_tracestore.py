@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 import uuid
 from pathlib import Path
 
@@ -195,3 +197,43 @@ def test_missing_file_inside_root_is_not_found(store: TraceStore) -> None:
 def test_owns_rejects_the_root_itself_and_null_bytes(store: TraceStore) -> None:
     assert not store.owns(store.root.as_uri())
     assert not store.owns(store.root.as_uri() + "/runs/%00x")
+
+
+def test_staged_content_is_placed_once_and_discarding_it_then_keeps_it(store: TraceStore) -> None:
+    staged = store.stage("log", b"one")
+    assert all_files(store.root) == [staged.temp], "staged outside every run"
+    placed = store.place(RUN_ID, staged)
+    assert store.place(RUN_ID, staged) == placed, "a transaction tried again finds it placed"
+    store.discard(staged)
+    assert all_files(store.root) == [placed.path]
+    assert placed.path.read_bytes() == b"one"
+
+
+def test_staged_content_already_in_the_run_is_kept_once(store: TraceStore) -> None:
+    first = store.write(RUN_ID, "log", b"same")
+    second = store.place(RUN_ID, store.stage("log", b"same"))
+    assert first == second
+    assert all_files(store.root) == [first.path]
+
+
+def test_discarded_content_leaves_nothing(store: TraceStore) -> None:
+    staged = store.stage("log", b"refused")
+    store.discard(staged)
+    store.discard(staged)
+    assert all_files(store.root) == []
+
+
+def test_staging_is_refused_over_the_limit_and_writes_nothing(store: TraceStore) -> None:
+    with pytest.raises(JctError) as caught:
+        store.stage("big", b"x" * 2048)
+    assert caught.value.code is ErrorCode.PAYLOAD_TOO_LARGE
+    assert all_files(store.root) == []
+
+
+def test_the_sweep_removes_only_staged_files_left_long_ago(store: TraceStore) -> None:
+    old, new = store.stage("a", b"old"), store.stage("b", b"new")
+    hour_ago = time.time() - 3600
+    os.utime(old.temp, (hour_ago, hour_ago))
+    placed = store.place(RUN_ID, store.stage("c", b"placed"))
+    assert store.sweep_staging(older_than=600) == 1
+    assert all_files(store.root) == sorted([new.temp, placed.path])

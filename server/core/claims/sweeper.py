@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results
@@ -25,6 +26,8 @@ from server.vocab import EntityKind, IssueStatus, RunStatus, TaskStatus
 log = logging.getLogger(__name__)
 BATCH = 100
 LEASE_EXPIRED = "lease expired"
+# A report's content is staged for the length of one transaction; older staged files were left by a killed process.
+STAGED_AT_MOST = 3600.0
 
 
 async def sweep_expired_leases(core: Core) -> results.SweepReport:
@@ -86,6 +89,7 @@ async def run_sweeper(
             on_sweep(report)
         await fold_counts(core)  # keeps queue statistics' delta rows few (server/db/leases.py)
         await workspace.sweep(core)  # worktrees of runs no longer running (after a crash too)
+        await anyio.to_thread.run_sync(core.store.sweep_staging, STAGED_AT_MOST)
         if report.expired:
             log.info("lease sweep: %d expired, %d requeued, %d failed", report.expired, report.requeued, report.failed)
 

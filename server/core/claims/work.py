@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server import uris
@@ -21,6 +22,7 @@ from server.core.claims import events, leases
 from server.core.git import verified
 from server.core.models import Actor, Limits, check_text, new_id, parse_enum, parse_id
 from server.core.service import Core
+from server.core.tracestore import Staged
 from server.db import changes, queries
 from server.db.leases import Fence
 from server.db.records import Task
@@ -84,6 +86,7 @@ async def report_artifact(
             data = sha.encode()  # the commit it names, pinned: a branch may move on
     ts = core.now()
     artifact_id = new_id()
+    staged: Staged | None = None
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.ArtifactReported]:
         run = facts.run
@@ -91,8 +94,8 @@ async def report_artifact(
             _check_run_bytes(core, facts.stored_bytes, len(data))
         size = digest = None
         stored_uri = uri
-        if data is not None:
-            stored = core.store.write(run["id"], title, data)  # off the event loop (server/db/changes.py)
+        if staged is not None:
+            stored = core.store.place(run["id"], staged)  # off the event loop (server/db/changes.py)
             stored_uri, size, digest = stored.uri, stored.size_bytes, stored.sha256
         assert stored_uri is not None
         artifact = {
@@ -123,7 +126,13 @@ async def report_artifact(
         )
         return [changes.insert_artifact(artifact), changes.insert_audit(audit)], reported
 
-    changed = await changes.apply(core.db, fence, decide)
+    try:
+        if data is not None:  # its fsync here, outside the write lock; the transaction renames it (tracestore.py)
+            staged = await anyio.to_thread.run_sync(core.store.stage, title, data)
+        changed = await changes.apply(core.db, fence, decide)
+    finally:
+        if staged is not None:
+            core.store.discard(staged)  # one unlink, and none once placed
     if changed is None:
         raise await refused(core, fence)
     core.holdings.hold(changed.result.run_id)  # a run named from another connection is held by this one now
