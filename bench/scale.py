@@ -14,6 +14,7 @@ PostgreSQL, inside a rolled-back transaction; EXPLAIN QUERY PLAN on SQLite) with
     python bench/scale.py --sizes 1000000 --dialects postgresql --explain
     python bench/scale.py --sizes 1000,1000000 --explain --json out.json   # figures and plans as JSON too
     python bench/scale.py --no-missions                      # tasks only, the shape before missions
+    python bench/scale.py --touches                          # tasks declare touches: the claim's walk
 
 Importable (the overall bench suite calls these):
     await load(database_url, n)          -> Loaded (ids to probe, active missions, seconds taken)
@@ -88,14 +89,15 @@ class Shape:
     pending_reviews: int
     issues: int
     missions: int = 0  # of 10-100 tasks each (MISSION_SIZES), spread evenly over the n tasks
+    touches: bool = False  # queued and running tasks declare one file they edit (see Rows)
 
     @classmethod
-    def of(cls, n: int, *, missions: bool = True) -> Shape:
+    def of(cls, n: int, *, missions: bool = True, touches: bool = False) -> Shape:
         queued = min(n // 2, max(500, n // 100))
         running = min(n // 10, max(50, n // 1000))
         with_runs = min(n - queued - running, max(200, n // 100))
         count = n // 100 if missions else 0  # 10 missions at 1k tasks, 10,000 at 1M
-        return cls(n, queued, running, with_runs, min(with_runs // 4, 50), max(3, n // 100_000), count)
+        return cls(n, queued, running, with_runs, min(with_runs // 4, 50), max(3, n // 100_000), count, touches)
 
 
 @dataclass
@@ -134,6 +136,7 @@ TASK_COLUMNS = (
     "phase",
     "blockers",
     "approved_at",
+    "touches",
 )
 MISSION_COLUMNS = ("id", "title", "goal", "status", "created_by", "remaining", "error", "created_at", "completed_at")
 PHASE_COLUMNS = ("mission_id", "index", "name", "remaining")
@@ -271,7 +274,11 @@ class Rows:
     that reaches into the working set is active: its ended tasks are approved, and of the rest only those
     whose dependencies and earlier phases are all approved are queued or running; the others are blocked,
     with `blockers` counted as server/db/missions.py counts them. Runs of mission tasks carry progress,
-    decision and milestone events (what claims and mission pages read)."""
+    decision and milestone events (what claims and mission pages read).
+
+    With `shape.touches`, every queued and running task declares one file of its repository it edits, out of
+    40 per running task there: the running tasks hold their files, and a queued one collides with them one
+    time in 40 at every size, so the claim at 1M walks as far as at 1k and reads more holders."""
 
     def __init__(self, shape: Shape, time: Callable[[datetime], Any], seed: int = 0) -> None:
         self.shape = shape
@@ -285,6 +292,7 @@ class Rows:
         self.mission: _Mission | None = None
         self.active_missions: list[str] = []
         self.missions = self.blocked = 0
+        self.files_per_repo = max(40, 40 * shape.running // len(REPOS))
 
     def _mission_layout(self) -> dict[int, int]:
         """{first task index: size}: missions of MISSION_SIZES tasks with even gaps between them."""
@@ -302,6 +310,11 @@ class Rows:
     def _uuid(self) -> str:
         h = f"{self.rng.getrandbits(128):032x}"
         return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
+
+    def _touches(self, status: str) -> str | None:
+        if not self.shape.touches or status not in ("queued", "running"):
+            return None
+        return _json([f"src/f{self.rng.randrange(self.files_per_repo)}.py"])
 
     def epic_issues(self) -> list[tuple[Any, ...]]:
         at = self.time(self.start)
@@ -441,7 +454,7 @@ class Rows:
              1 if started is not None else 0, 3, trace_id, issue_id, snapshot_id, "bench",
              run_id if status == "running" else None, at, started, ended,
              "tests failed" if status == "failed" else None,
-             mission.id if mission else None, phase, blockers, approved_at)
+             mission.id if mission else None, phase, blockers, approved_at, self._touches(status))
         )  # fmt: skip
         audit = out["audit_log"]
         enqueued = J_AFTER["blocked"] if status == "blocked" else J_QUEUED
@@ -507,7 +520,7 @@ class Rows:
 # --- loading -------------------------------------------------------------------------------------
 
 
-async def load(database_url: str, n: int, *, seed: int = 0, missions: bool = True) -> Loaded:
+async def load(database_url: str, n: int, *, seed: int = 0, missions: bool = True, touches: bool = False) -> Loaded:
     """Migrate the (empty) database at `database_url` and bulk-load n tasks with their runs, evidence
     and audit rows. PostgreSQL: COPY through asyncpg; SQLite: executemany in one transaction. Then the
     count deltas are folded and the planner statistics refreshed, as a long-running server's would be."""
@@ -518,7 +531,7 @@ async def load(database_url: str, n: int, *, seed: int = 0, missions: bool = Tru
     finally:
         await db.dispose()
     sqlite = make_url(url).get_backend_name() == "sqlite"
-    rows = Rows(Shape.of(n, missions=missions), _sqlite_time if sqlite else _same, seed)
+    rows = Rows(Shape.of(n, missions=missions, touches=touches), _sqlite_time if sqlite else _same, seed)
     started = time.perf_counter()
     if sqlite:
         path = make_url(url).database
@@ -1075,7 +1088,13 @@ def plan_report(plans: list[Plan], *, full: bool) -> str:
 
 async def main_async(args: argparse.Namespace) -> None:
     sizes = [int(part) for part in args.sizes.split(",")]
-    report: dict[str, Any] = {"sizes": sizes, "calls": args.calls, "missions": not args.no_missions, "dialects": {}}
+    report: dict[str, Any] = {
+        "sizes": sizes,
+        "calls": args.calls,
+        "missions": not args.no_missions,
+        "touches": args.touches,
+        "dialects": {},
+    }
     with tempfile.TemporaryDirectory(prefix="jct-scale-") as tmp_name:
         tmp = Path(tmp_name)
         for dialect in args.dialects:
@@ -1086,7 +1105,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 missions: dict[str, list[str]] = {}
                 for n in sizes:
                     url = await stack.enter_async_context(fresh_database(dialect, args.postgres_url, tmp, str(n)))
-                    loaded = await load(url, n, missions=not args.no_missions)
+                    loaded = await load(url, n, missions=not args.no_missions, touches=args.touches)
                     print(
                         f"{dialect}: loaded {n:,} tasks ({loaded.audit_rows:,} audit rows, {loaded.missions:,} "
                         f"missions of which {len(loaded.mission_ids):,} active, {loaded.blocked:,} tasks blocked) "
@@ -1139,6 +1158,9 @@ def main() -> None:
     parser.add_argument("--explain", action="store_true", help="print the plans of the hot statements")
     parser.add_argument("--verbose", action="store_true", help="with --explain: the SQL and the whole plan")
     parser.add_argument("--no-missions", action="store_true", help="load tasks only, no missions (the old shape)")
+    parser.add_argument(
+        "--touches", action="store_true", help="queued and running tasks declare the file they edit (see Rows)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures (and plans) to this JSON file")
     add_database_arguments(parser)
     args = parser.parse_args()
