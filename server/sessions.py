@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -85,6 +86,8 @@ class Sessions:
     _numbers: Iterator[int] = field(default_factory=count)
     # Session id -> the token of a close request the database kept JCT from checking.
     _unclosed: dict[str, str] = field(default_factory=dict)
+    # Open listen streams per (principal, X-JCT-Agent): asked on every stateless call with the header.
+    _listening: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     # --- the register -------------------------------------------------------------------------
 
@@ -96,7 +99,7 @@ class Sessions:
             while len(self._entries) >= self.total:
                 victim = _youngest(list(self._entries.values()))
                 self._evict(victim, f"{self.total} open in this process (JCT_MAX_SESSIONS); the newest goes first")
-            self._entries[entry.key] = entry
+            self._put(entry)
             return
         mine = [e for e in self._entries.values() if e.principal == entry.principal]
         while len(mine) >= self.per_principal:
@@ -106,10 +109,24 @@ class Sessions:
         while len(self._entries) >= self.total:
             victim = _least_recently_used(list(self._entries.values()))
             self._evict(victim, f"{self.total} open in this process (JCT_MAX_SESSIONS)")
-        self._entries[entry.key] = entry
+        self._put(entry)
 
     def remove(self, key: str) -> None:
-        self._entries.pop(key, None)
+        self._drop(key)
+
+    def _put(self, entry: Entry) -> None:
+        self._drop(entry.key)  # an SSE connection re-registered under its id
+        self._entries[entry.key] = entry
+        if entry.kind == "listen" and entry.agent is not None:
+            self._listening[(entry.principal, entry.agent)] += 1
+
+    def _drop(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None and entry.kind == "listen" and entry.agent is not None:
+            listening = (entry.principal, entry.agent)
+            self._listening[listening] -= 1
+            if self._listening[listening] <= 0:
+                del self._listening[listening]
 
     def touch(self, key: str) -> None:
         entry = self._entries.get(key)
@@ -158,10 +175,7 @@ class Sessions:
     def listening(self, principal: str, agent: str) -> bool:
         """Whether a `subscriptions/listen` stream opened by `principal` with the X-JCT-Agent header `agent` is
         open in this process."""
-        return any(
-            entry.kind == "listen" and entry.agent == agent and entry.principal == principal
-            for entry in self._entries.values()
-        )
+        return self._listening[(principal, agent)] > 0
 
     def agent_holder(self, principal: str, agent: str) -> Holder:
         """What renews the runs a stateless request of `principal` with the X-JCT-Agent header `agent` claims:
@@ -220,7 +234,7 @@ class Sessions:
         return closed
 
     def _evict(self, entry: Entry, why: str, quiet: bool = False) -> None:
-        self._entries.pop(entry.key, None)
+        self._drop(entry.key)
         if not quiet:
             log.info("closing %s %s of %s: %s", entry.kind, entry.key, entry.principal, why)
         if self._closing.group is not None:
