@@ -20,6 +20,11 @@ JCT_BENCH_POSTGRES_URL's server and dropped after), bulk-loaded by bench/scale.p
 
     python bench/protocol.py                                 # both dialects, 1/10/50 clients, 600 calls per cell
     python bench/protocol.py --concurrency 1,10 --calls 200 --mode modern --dialects sqlite
+    python bench/protocol.py --dialects postgresql --pg-set commit_delay=1000 --pg-set commit_siblings=2
+
+`--pg-set NAME=VALUE` sets a PostgreSQL parameter on the throwaway database (ALTER DATABASE ... SET) before the
+server connects: group commit (`commit_delay`, `commit_siblings`, which only a superuser may set) measured
+beside the default.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_database_arguments, bulk_load, check_dialects, fresh_database, servers, tool
+from common import add_database_arguments, admin, bulk_load, check_dialects, fresh_database, servers, tool
+from sqlalchemy import make_url
 
 ARTIFACT = ("bench log line " * 73)[:1023] + "\n"  # 1 KiB
 CALLS = ("echo", "jct_claim_next", "jct_report_artifact", "jct_report_progress", "jct_complete_task")
@@ -158,16 +164,26 @@ def tasks_needed(levels: list[int], calls: int) -> int:
 
 
 async def run(
-    dialect: str, levels: list[int], calls: int, mode: str, home: Path, postgres_url: str, log: Any = print
+    dialect: str,
+    levels: list[int],
+    calls: int,
+    mode: str,
+    home: Path,
+    postgres_url: str,
+    log: Any = print,
+    pg_settings: dict[str, str] | None = None,
 ) -> dict[int, dict[str, Cell]]:
     """A fresh database of `dialect`, one bench server on it, the queue bulk-loaded; every level measured."""
     results: dict[int, dict[str, Cell]] = {}
-    async with fresh_database(dialect, home, postgres_url) as url, servers(url, home / dialect, 1) as procs:
-        await bulk_load(url, tasks_needed(levels, calls))
-        for concurrency in levels:
-            started = time.perf_counter()
-            results[concurrency] = await measure(f"{procs[0][1]}/mcp", concurrency, calls, mode)
-            log(f"  protocol {dialect} {concurrency} client(s) in {time.perf_counter() - started:.1f}s")
+    async with fresh_database(dialect, home, postgres_url) as url:
+        for name, value in (pg_settings or {}).items() if dialect == "postgresql" else ():
+            await admin(url, f"ALTER DATABASE {make_url(url).database} SET {name} = {value}")
+        async with servers(url, home / dialect, 1) as procs:
+            await bulk_load(url, tasks_needed(levels, calls))
+            for concurrency in levels:
+                started = time.perf_counter()
+                results[concurrency] = await measure(f"{procs[0][1]}/mcp", concurrency, calls, mode)
+                log(f"  protocol {dialect} {concurrency} client(s) in {time.perf_counter() - started:.1f}s")
     return results
 
 
@@ -175,7 +191,10 @@ async def main_async(args: argparse.Namespace) -> None:
     levels = [int(part) for part in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory(prefix="jct-bench-") as tmp:
         for dialect in args.dialects:
-            results = await run(dialect, levels, args.calls, args.mode, Path(tmp), args.postgres_url)
+            settings = dict(item.split("=", 1) for item in args.pg_set)
+            results = await run(
+                dialect, levels, args.calls, args.mode, Path(tmp), args.postgres_url, pg_settings=settings
+            )
             era = "2025-11-25 handshake (legacy)" if args.mode == "legacy" else "2026-07-28 (modern)"
             print(
                 f"\nStreamable HTTP, {era}; {dialect}; mcp {version('mcp')}; Python {platform.python_version()}; "
@@ -189,6 +208,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,10,50", help="comma-separated client counts")
     parser.add_argument("--calls", type=int, default=600, help="calls per (call, concurrency) cell")
     parser.add_argument("--mode", choices=["legacy", "modern"], default="legacy")
+    parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE", help="a PostgreSQL setting")
     add_database_arguments(parser)
     args = parser.parse_args()
     check_dialects(parser, args)
