@@ -47,7 +47,7 @@ from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.core.claims.holders import CURRENT, Holder
+from server.core.claims.holders import CURRENT, HUNG_UP, Holder
 from server.identity import AGENT_HEADER, agent_value
 from server.taskgroup import HeldTaskGroup
 
@@ -314,8 +314,9 @@ class SessionGuard:
             if session is not None:
                 key = session.decode("latin-1")
                 if method == "POST":
-                    with self.sessions.busy(key), held_by(self.sessions.holder(key)):
-                        await self.app(scope, receive, send)
+                    hung_up = anyio.Event()
+                    with self.sessions.busy(key), held_by(self.sessions.holder(key)), noting(hung_up):
+                        await self.app(scope, _hanging_up(receive, hung_up), send)
                     return
                 self.sessions.touch(key)
                 if method == "GET":
@@ -398,6 +399,28 @@ def held_by(holder: Holder) -> Iterator[None]:
         yield
     finally:
         CURRENT.reset(token)
+
+
+@contextmanager
+def noting(hung_up: anyio.Event) -> Iterator[None]:
+    """The calls of this request stop waiting when `hung_up` is set (server/core/claims/holders.py HUNG_UP)."""
+    token = HUNG_UP.set(hung_up)
+    try:
+        yield
+    finally:
+        HUNG_UP.reset(token)
+
+
+def _hanging_up(receive: Receive, hung_up: anyio.Event) -> Receive:
+    """`receive`, setting `hung_up` when it says the client disconnected (the event stream of a POST listens)."""
+
+    async def noted() -> Message:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            hung_up.set()
+        return message
+
+    return noted
 
 
 class Ending:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from server.core import results
 from server.core.claims import queue, work
+from server.core.claims.holders import HUNG_UP
 from server.core.models import Limits, check_text, parse_id
 from server.core.operators import observe
 from server.core.review import completion
@@ -95,14 +98,21 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         async def still_waiting(waited: float, wait: float) -> None:
             await ctx.report_progress(waited, wait, "waiting for a task")
 
-        return await queue.claim_next(
-            core,
-            identity.actor(ctx),
-            operation=operation,
-            repo_prefix=repo_prefix,
-            wait_seconds=wait_seconds,
-            progress=still_waiting,
-        )
+        claimed = results.ClaimNext(claimed=False)  # what a client that hung up is answered, into the void
+
+        async def claim() -> None:
+            nonlocal claimed
+            claimed = await queue.claim_next(
+                core,
+                identity.actor(ctx),
+                operation=operation,
+                repo_prefix=repo_prefix,
+                wait_seconds=wait_seconds,
+                progress=still_waiting,
+            )
+
+        await unless_hung_up(claim)
+        return claimed
 
     @tool(mcp, READ)
     async def jct_get_context(task_id: TaskId) -> results.TaskContext:
@@ -212,3 +222,22 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
         """Give your claim back, no penalty: the task is requeued (claim it again to undo). Tried and failed? Use
         jct_complete_task(success=false)."""
         return await work.release_task(core, identity.actor(ctx), task_id, reason, run_id=run_id)
+
+
+async def unless_hung_up(work: Callable[[], Awaitable[None]]) -> None:
+    """Run `work`, cancelled if the client hangs up before the call is answered (HUNG_UP): a waiting claim of a
+    legacy HTTP session whose client is gone would otherwise wait out its time and claim for nobody (a claim
+    committed as it is cancelled is released: server/core/claims/queue.py)."""
+    hung_up = HUNG_UP.get()
+    if hung_up is None:
+        await work()
+        return
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            await hung_up.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await work()
+        tg.cancel_scope.cancel()

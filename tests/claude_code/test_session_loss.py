@@ -133,13 +133,18 @@ async def test_claude_code_reinitializes_after_session_not_found(
     assert (after[0].session, after[0].status) == (session_a, 404), log
     assert all(e.session != session_a for e in after[1:]), log
 
-    # Then fresh handshakes, without a session id: two of them, each answered with a new session.
+    # Then fresh handshakes, without a session id: two at once, each answered with a new session. Claude Code
+    # may make one more after the calls (seen on a busy machine: its reconnect timer fired late, and it listed
+    # the tools again on a third session); no call goes to it.
     initializes = [e for e in after if e.rpc == ["initialize"]]
-    assert [(e.session, e.status) for e in initializes] == [(None, 200), (None, 200)], log
-    new_sessions = [e.new_session for e in initializes]
+    assert all((e.session, e.status) == (None, 200) for e in initializes), log
+    assert len(initializes) >= 2, log
+    new_sessions = [e.new_session for e in initializes[:2]]
     assert None not in new_sessions, log
     assert len(set(new_sessions)) == 2, log
     assert session_a not in new_sessions, log
+    last_call = max(i for i, e in enumerate(after) if e.rpc == ["tools/call"])
+    assert all(after.index(e) > last_call for e in initializes[2:]), log
 
     # The retried second call and the two later ones all go to one of them and succeed.
     calls = [e for e in after[1:] if e.rpc == ["tools/call"]]

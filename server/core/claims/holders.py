@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from anyio import Event
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,12 @@ class Holder:
 # process on stdio, for each request of a legacy HTTP session or SSE connection, and for each stateless request
 # with an X-JCT-Agent header, live while that agent's listen stream is open (server/sessions.py).
 CURRENT: ContextVar[Holder | None] = ContextVar("jct_holder", default=None)
+
+# Set when the client hangs up before the current call's answer: a legacy HTTP session's POST, whose answer
+# travels on that request's own event stream (JCT keeps no event store, so a later GET cannot resume it).
+# The SDK keeps running the call; a call that waits (jct_claim_next's wait_seconds) stops at this instead.
+# None where nothing says so (stdio, SSE and stateless requests end their calls with the connection).
+HUNG_UP: ContextVar[Event | None] = ContextVar("jct_hung_up", default=None)
 
 
 def process_holder() -> Holder:
