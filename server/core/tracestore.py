@@ -5,7 +5,9 @@ All I/O here is synchronous and blocking; async callers run these methods in a w
 A report's content is made durable in two steps, so the costly one runs outside the database's write lock:
 `stage` writes and fsyncs it under `<root>/staging/` before the transaction; `place`, inside it, renames it to
 its name in the run (a rename and a directory fsync); `discard` removes what was not placed. A row therefore
-only ever names content already on the disk, and a refused report leaves nothing behind.
+only ever names content already on the disk. A report refused before it placed its content (the fence, the
+run's byte cap, a database that is away) leaves nothing behind; one whose commit fails after the rename
+leaves the file in the run, where a retry finds it.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ class TraceStore:
         """Move staged content to its name in the run (identical content is kept once) and make the rename durable.
         Placing the same `staged` twice (a transaction tried again) finds it placed."""
         directory = self.run_dir(run_id) / "artifacts"
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_dirs_durably(directory)
         for length in _SUFFIX_LENGTHS:
             path = self._inside_root(directory / _file_name(staged.name, staged.sha256, length))
             if not path.exists():
@@ -130,6 +132,7 @@ class TraceStore:
                 break
             if path.read_bytes() == staged.content:
                 self.discard(staged)
+                _fsync_dir(directory)  # its rename may not be durable yet: a process killed before its fsync
                 break
         else:  # pragma: no cover - needs a full sha256 collision
             raise JctError(ErrorCode.INTERNAL_ERROR, f"Could not find a free file name for {staged.name!r}.")
@@ -241,6 +244,18 @@ def _write_atomically(path: Path, content: bytes, *, durable: bool = True) -> No
         raise
     if durable:
         _fsync_dir(path.parent)
+
+
+def _make_dirs_durably(directory: Path) -> None:
+    """mkdir -p, each directory it makes made durable in its parent (a run's first report makes two)."""
+    if directory.is_dir():
+        return
+    _make_dirs_durably(directory.parent)
+    try:
+        directory.mkdir()
+    except FileExistsError:
+        return  # another report of the run made it
+    _fsync_dir(directory.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

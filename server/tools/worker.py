@@ -227,11 +227,13 @@ def register(mcp: MCPServer[Any], core: Core, identity: Identity) -> None:
 async def unless_hung_up(work: Callable[[], Awaitable[None]]) -> None:
     """Run `work`, cancelled if the client hangs up before the call is answered (HUNG_UP): a waiting claim of a
     legacy HTTP session whose client is gone would otherwise wait out its time and claim for nobody (a claim
-    committed as it is cancelled is released: server/core/claims/queue.py)."""
+    committed as it is cancelled is released: server/core/claims/queue.py). An error of `work` comes out as
+    itself (a task group would wrap it in an exception group, and a refusal would read as a crash)."""
     hung_up = HUNG_UP.get()
     if hung_up is None:
         await work()
         return
+    error: Exception | None = None
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
@@ -239,5 +241,10 @@ async def unless_hung_up(work: Callable[[], Awaitable[None]]) -> None:
             tg.cancel_scope.cancel()
 
         tg.start_soon(watch)
-        await work()
+        try:
+            await work()
+        except Exception as exc:
+            error = exc
         tg.cancel_scope.cancel()
+    if error is not None:
+        raise error

@@ -122,14 +122,15 @@ async def test_a_waiter_takes_a_task_already_queued_at_once(transport: Transport
 # --- bad input -----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # legacy: a session, whose calls note a hang-up
 @pytest.mark.parametrize("wait_seconds", [-1, -0.001, "NaN", "Infinity", "-Infinity", 61, 1e308])
 async def test_a_bad_wait_is_invalid_and_claims_nothing(
-    wait_seconds: Any, make_settings: Callable[..., Settings]
+    wait_seconds: Any, mode: str, make_settings: Callable[..., Settings]
 ) -> None:
     with anyio.fail_after(LIMIT):
         async with (
             serving_here(make_settings(claim_wait_max_seconds=60)) as (base_url, _mcp),
-            Client(f"{base_url}/mcp") as agent,
+            Client(f"{base_url}/mcp", mode=mode) as agent,
         ):
             task_id = await enqueue_through(agent)
             error = await call_error(agent, "jct_claim_next", wait_seconds=wait_seconds)
