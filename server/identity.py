@@ -32,9 +32,7 @@ that is not printable text.
 
 from __future__ import annotations
 
-import getpass
 import hashlib
-import os
 import re
 import secrets
 import weakref
@@ -46,13 +44,12 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.connection import Connection
 
 from server import sdk
-from server.core.models import Actor
+from server.core.models import LOCAL, Actor
 from server.core.text import one_line, storable
 from server.core.tokens import Principal, Role
 from server.errors import ErrorCode, JctError, invalid
 
 _ROLES = {role.value: role for role in Role}
-LOCAL = "local"
 CLIENT_NAME_CHARS = 64
 AGENT_HEADER = "x-jct-agent"
 AGENT_HEADER_CHARS = 128
@@ -143,13 +140,6 @@ def agent_value(values: list[str]) -> str | None:
 def agent_suffix(value: str) -> str:
     """Six hex digits naming the agent that sent `value` as its X-JCT-Agent header."""
     return hashlib.sha256(value.encode()).hexdigest()[:6]
-
-
-def local_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return os.environ.get("USER", LOCAL)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.core.claims.holders import CURRENT, HUNG_UP, Holder
+from server.core.models import LOCAL
 from server.identity import AGENT_HEADER, agent_value
 from server.taskgroup import HeldTaskGroup
 
@@ -56,7 +57,6 @@ log = logging.getLogger("jct.sessions")
 Kind = Literal["session", "sse", "listen", "ui"]
 STREAMS: frozenset[Kind] = frozenset({"sse", "listen", "ui"})  # what `Sessions.stream` holds open
 Close = Callable[[], Coroutine[Any, Any, None]]
-LOCAL = "local"
 REVOCATION_POLL_SECONDS = 0.5
 # Close requests remembered through an outage, at most (each holds a token until the database is back).
 MAX_UNCLOSED = 1_000

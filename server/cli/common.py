@@ -12,10 +12,9 @@ from sqlalchemy.engine import make_url
 from server.cli.startup import StartupError, configure_logging, fail, load_settings
 from server.config import Settings
 from server.core import schema
-from server.core.models import Actor
+from server.core.models import Actor, local_user
 from server.core.service import Core
 from server.errors import JctError
-from server.identity import local_user
 
 __all__ = ["StartupError", "configure_logging", "fail", "load_settings"]
 

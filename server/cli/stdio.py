@@ -47,7 +47,8 @@ def main() -> None:
 
 async def serve_stdio(settings: Settings) -> None:
     from server.cli.startup import StartupError
-    from server.identity import LocalIdentity, local_user
+    from server.core.models import local_user
+    from server.identity import LocalIdentity
     from server.mcp import new_server
     from server.notify.hub import NotificationHub
 

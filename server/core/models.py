@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import getpass
 import hashlib
+import os
 import re
 import secrets
 import uuid
@@ -13,6 +15,18 @@ from typing import Literal, TypeVar
 
 from server.core.text import has_control
 from server.errors import invalid
+
+# The one principal, and base agent name, of everything local: stdio, HTTP without tokens, the dashboard.
+LOCAL = "local"
+
+
+def local_user() -> str:
+    """The login name of the person running this process (the CLI's actor, stdio's agent base)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER", LOCAL)
+
 
 ActorKind = Literal["agent", "human", "system"]
 E = TypeVar("E", bound=StrEnum)

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from server.core import tokens
-from server.core.models import Actor
+from server.core.models import LOCAL, Actor
 from server.core.service import Core
 from server.core.tokens import Principal
 
 COOKIE = "jct_ui"
 FORM_COOKIE = "jct_form"  # the nonce whose MAC the login form and the forms of JCT_AUTH=none carry
-LOCAL = "local"
 
 # Each dashboard action, as the tool it mirrors and that tool's toolset: a role may do on the dashboard
 # exactly what it may do through MCP.

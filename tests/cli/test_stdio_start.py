@@ -81,3 +81,17 @@ async def test_requests_after_initialize_see_the_whole_server(database_url: str,
     assert prompts == {"work_next", "review", "enqueue", "plan"}
     assert {str(r.uri) for r in listed.resources} >= {"jct://queue", "jct://reviews/pending"}
     assert not stats.is_error
+
+
+async def test_the_command_table_loads_no_mcp_sdk(tmp_path: Path) -> None:
+    """An operator's `jct` command talks to the database, not to MCP: loading the SDK cost every command
+    about 1.1 s of start-up (`python -X importtime`), through the login-name helper it shared with tool
+    calls' identities."""
+    probe = (
+        "import sys\n"
+        "import server.cli.commands\n"
+        "print(','.join(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'))))\n"
+    )
+    done = await anyio.run_process([sys.executable, "-c", probe], env=subprocess_env({}), cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == "", "the command table loaded the MCP SDK"
