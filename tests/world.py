@@ -8,12 +8,14 @@ the cluster: `ALLOW_CONNECTIONS false`, then its sessions are terminated; on exi
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from tests.conftest import _admin_execute
@@ -80,3 +82,32 @@ async def refusing_connections(url: str) -> AsyncIterator[None]:
 
 async def terminate_backend(pid: int) -> None:
     await _admin_execute(f"SELECT pg_terminate_backend({int(pid)})")
+
+
+@asynccontextmanager
+async def holding_row(database_url: str, table: str, row_id: str) -> AsyncIterator[None]:
+    """Another transaction locks one row of `table` (PostgreSQL) or the whole database (SQLite) until released."""
+    if database_url.startswith("sqlite"):
+        path = make_url(database_url).database
+        assert path is not None
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        return
+    from server.db.engine import Database
+
+    db = Database(database_url)
+    try:
+        async with db.engine.connect() as conn:
+            transaction = await conn.begin()
+            await conn.execute(text(f"SELECT id FROM {table} WHERE id = :id FOR UPDATE"), {"id": row_id})
+            try:
+                yield
+            finally:
+                await transaction.rollback()
+    finally:
+        await db.dispose()

@@ -6,15 +6,14 @@ inside it, and every statement the server sent while a call ran."""
 from __future__ import annotations
 
 import hashlib
-import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import event, make_url, text
+from sqlalchemy import event, text
 
 from server.config import Settings
 from server.core.claims import holding, queue, work
@@ -24,6 +23,7 @@ from server.core.service import Core
 from server.db.engine import Database
 from server.errors import JctError
 from tests.core.helpers import ALICE, bare, built_core, enqueue
+from tests.world import holding_row
 
 pytestmark = pytest.mark.anyio
 
@@ -105,33 +105,6 @@ async def test_only_renewals_and_plain_progress_notes_give_up_the_flush(
         assert SET_ASYNC not in durable
 
 
-@asynccontextmanager
-async def holding_the_run(database_url: str, run_id: str) -> AsyncIterator[None]:
-    """Another transaction holds SQLite's write lock, or the run's row on PostgreSQL, until the block ends."""
-    if database_url.startswith("sqlite"):
-        path = make_url(database_url).database
-        assert path is not None
-        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        blocker.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
-        return
-    db = Database(database_url)
-    try:
-        async with db.engine.connect() as conn:
-            transaction = await conn.begin()
-            await conn.execute(text("SELECT id FROM runs WHERE id = :id FOR UPDATE"), {"id": run_id})
-            try:
-                yield
-            finally:
-                await transaction.rollback()
-    finally:
-        await db.dispose()
-
-
 def staged_files(core: Core) -> list[Path]:
     staging = core.settings.traces / "staging"
     return sorted(staging.iterdir()) if staging.is_dir() else []
@@ -156,7 +129,7 @@ async def test_a_reports_content_is_on_the_disk_before_its_transaction_waits(
                 )
             )
 
-        async with anyio.create_task_group() as tg, holding_the_run(database_url, bare(claimed.run_id)):
+        async with anyio.create_task_group() as tg, holding_row(database_url, "runs", bare(claimed.run_id)):
             tg.start_soon(report)
             with anyio.fail_after(30):
                 while not staged_files(core):

@@ -11,29 +11,26 @@ from __future__ import annotations
 import json
 import re
 import signal
-import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
-from sqlalchemy import select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import select
 
 from server.config import Settings
 from server.core.briefings import intake
 from server.core.service import Core
 from server.db import tables
-from server.db.engine import Database
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from tests.core.helpers import ADMIN
 from tests.support.servers import serve
 from tests.transports.conftest import server_env
+from tests.world import holding_row
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -42,33 +39,6 @@ GRACE = 2.0
 # streams' end, and process exit.
 EXIT_BOUND = GRACE + 8.0
 LIMIT = 120.0
-
-
-@asynccontextmanager
-async def hold_task_row(database_url: str, task_id: str) -> AsyncIterator[None]:
-    """Another transaction locks the task's row (PostgreSQL) or the whole database (SQLite) until released."""
-    if database_url.startswith("sqlite"):
-        path = make_url(database_url).database
-        assert path is not None
-        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        blocker.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            blocker.execute("ROLLBACK")
-            blocker.close()
-        return
-    db = Database(database_url)
-    try:
-        async with db.engine.connect() as conn:
-            transaction = await conn.begin()
-            await conn.execute(text("SELECT id FROM tasks WHERE id = :id FOR UPDATE"), {"id": task_id})
-            try:
-                yield
-            finally:
-                await transaction.rollback()
-    finally:
-        await db.dispose()
 
 
 async def test_sigterm_cancels_a_blocked_write_in_time_and_tells_the_truth(
@@ -82,7 +52,7 @@ async def test_sigterm_cancels_a_blocked_write_in_time_and_tells_the_truth(
         with anyio.fail_after(LIMIT):
             async with serve(env, tmp_path) as server, Client(server.mcp_url, mode="legacy") as agent:
                 await agent.list_tools()
-                async with hold_task_row(database_url, task.task_id), anyio.create_task_group() as tg:
+                async with holding_row(database_url, "tasks", task.task_id), anyio.create_task_group() as tg:
 
                     async def claim() -> None:
                         try:
@@ -131,7 +101,7 @@ async def test_a_write_blocked_past_the_lock_timeout_answers_unavailable_and_cha
         task = await intake.enqueue_task(core, ADMIN, objective="Blocked", operation="docs", target_repo="a/b")
         with anyio.fail_after(LIMIT):
             async with Client(build_mcp(core, FixedIdentity("agent")), mode="legacy") as agent:
-                async with hold_task_row(database_url, task.task_id):
+                async with holding_row(database_url, "tasks", task.task_id):
                     started = time.monotonic()
                     result = await agent.call_tool("jct_claim_task", {"task_id": task.task_id})
                     waited = time.monotonic() - started
