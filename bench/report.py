@@ -310,6 +310,7 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in targets(results)]
+    lines += load_lines(results)
     # The fleet (bench/fleet.py) runs on its own; its last figures are kept through the suite's runs.
     fleet_json = results_dir / "fleet.json"
     fleet_result = json.loads(fleet_json.read_text()) if fleet_json.exists() else None
@@ -368,6 +369,27 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
     if fleet_result is not None:
         lines += fleet.section(fleet_result)
     out.write_text("\n".join(lines) + "\n")
+
+
+def load_lines(results: dict[str, Any]) -> list[str]:
+    """The load average (1, 5, 15 min) before and after each workload: every figure above is read beside it."""
+    load = results.get("load")
+    if not load:
+        return []
+    rows = [
+        f"| {name} | {results['timings'].get(name, 0):.0f} s | {' '.join(f'{x:.2f}' for x in cell['before'])} | "
+        f"{' '.join(f'{x:.2f}' for x in cell.get('after', []))} |"
+        for name, cell in load.items()
+    ]
+    return [
+        "",
+        "Load average (1, 5 and 15 min, from `/proc/loadavg`) around each workload, to read beside its figures: "
+        "the suite's own servers, clients and PostgreSQL make most of it on 2 cores.",
+        "",
+        "| workload | took | load before | load after |",
+        "|---|---|---|---|",
+        *rows,
+    ]
 
 
 def profile_lines(prof: dict[str, Any] | None) -> list[str]:

@@ -206,6 +206,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for name in args.only:
             log(f"== {name}")
             started = time.perf_counter()
+            results.setdefault("load", {})[name] = {"before": os.getloadavg()}
             try:
                 results[name] = await RUNNERS[name](args, Path(tmp))
             except Exception as exc:  # one broken workload must not cost the others' figures
@@ -213,6 +214,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 log(f"== {name} FAILED: {results['errors'][name]}")
                 traceback.print_exc()
             results["timings"][name] = time.perf_counter() - started
+            results["load"][name]["after"] = os.getloadavg()
             log(f"== {name}: {results['timings'][name]:.0f}s")
             results["timings"]["total"] = time.perf_counter() - suite_started
             results["machine"]["load_after"] = os.getloadavg()
