@@ -16,8 +16,17 @@ from rich.text import Text
 from server.core import results
 from server.core.tokens import TokenInfo
 
-# Piped output is read by scripts and logs, not an 80-column terminal: give tables room unless told otherwise.
-console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120)
+
+def width() -> int | None:
+    """A terminal's own width (None), else COLUMNS, else 120: piped output is read by scripts and logs, not an
+    80-column terminal, so tables get room unless told otherwise."""
+    if sys.stdout.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else 120
+
+
+console = Console(width=width())
 
 
 def when(value: datetime | None) -> str:

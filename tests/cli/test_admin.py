@@ -10,7 +10,7 @@ import pytest
 from server.config import Settings
 from server.core import schema
 from server.core.service import Core
-from tests.support.command import jct, local_env, one_error_line
+from tests.support.command import jct, jct_process, local_env, one_error_line
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +27,7 @@ def setting(out: str, name: str) -> str:
 async def test_db_upgrade_brings_a_new_database_to_head_and_says_so(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     for _ in range(2):  # on a new database, then on one already at head
-        code, out, err = await jct(tmp_path, "db", "upgrade", env=local_env(tmp_path))
+        code, out, err = await jct_process(tmp_path, "db", "upgrade", env=local_env(tmp_path))
         assert code == 0, err
         assert out == f"database at revision {schema.head_revision()}\n"
     core = Core.build(Settings(_env_file=None, database_url=url, home=tmp_path / "home"))

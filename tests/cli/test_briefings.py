@@ -10,7 +10,7 @@ import pytest
 from server.config import Settings
 from server.core.operators import observe
 from server.core.service import Core
-from tests.support.command import jct, local_env, one_error_line
+from tests.support.command import jct, jct_process, local_env, one_error_line
 
 pytestmark = pytest.mark.anyio
 
@@ -59,10 +59,12 @@ async def test_add_list_show_remove_by_hand(tmp_path: Path) -> None:
 
 async def test_a_bad_name_or_a_missing_file_is_one_line(tmp_path: Path) -> None:
     env = local_env(tmp_path)
-    code, _out, err = await jct(tmp_path, "doctrine", "add", "no-namespace", "--file", "-", env=env)
+    code, _out, err = await jct_process(tmp_path, "doctrine", "add", "no-namespace", "--file", "-", env=env)
     assert code != 0
     assert "INVALID_ARGUMENT" in one_error_line(err)
-    code, _out, err = await jct(tmp_path, "doctrine", "add", "myorg/x", "--file", str(tmp_path / "absent.md"), env=env)
+    code, _out, err = await jct_process(
+        tmp_path, "doctrine", "add", "myorg/x", "--file", str(tmp_path / "absent.md"), env=env
+    )
     assert code == 2
     assert one_error_line(err).startswith("error: cannot read ")
 

@@ -15,7 +15,7 @@ from server.core.claims import queue, work
 from server.core.models import Actor
 from server.core.review import completion
 from server.core.service import Core
-from tests.support.command import jct, local_env, one_error_line
+from tests.support.command import jct, jct_process, local_env, one_error_line
 
 pytestmark = pytest.mark.anyio
 
@@ -133,10 +133,10 @@ async def test_a_cycle_is_refused_by_name_and_creates_nothing(tmp_path: Path) ->
 
 
 async def test_an_unknown_mission_is_one_line(tmp_path: Path) -> None:
-    code, _out, err = await jct(tmp_path, "mission", "6f8dc5fc-b239-45c9-a79e-d7f107855007", env=env(tmp_path))
+    code, _out, err = await jct_process(tmp_path, "mission", "6f8dc5fc-b239-45c9-a79e-d7f107855007", env=env(tmp_path))
     assert code == 1
     assert "MISSION_NOT_FOUND" in one_error_line(err)
-    code, _out, err = await jct(tmp_path, "mission", "nope", env=env(tmp_path))
+    code, _out, err = await jct_process(tmp_path, "mission", "nope", env=env(tmp_path))
     assert code == 1
     assert "not a UUID" in one_error_line(err)
 

@@ -15,7 +15,7 @@ from server.core.operators import observe
 from server.core.review import completion
 from server.core.service import Core
 from tests.cli.test_queue import OPERATOR, operator_env, row, settings_for
-from tests.support.command import jct, one_error_line
+from tests.support.command import jct, jct_process, one_error_line
 
 pytestmark = pytest.mark.anyio
 
@@ -78,30 +78,32 @@ async def test_agents_stuck_and_audit(tmp_path: Path, core: Core) -> None:
     other = await queue.claim_task(core, AGENT, failed.task_id)
     await completion.complete_task(core, AGENT, failed.task_id, run_id=other.run_id, success=False, summary="no")
 
-    code, out, err = await jct(tmp_path, "agents", env=env)
+    code, out, err = await jct_process(tmp_path, "agents", env=env)
     assert code == 0, err
     assert "1 agent(s)" in out
     assert row(out, "agent-1", "agent-1", held.task_id, "Held work")
     assert claim.lease_expires_at is not None
 
-    code, out, err = await jct(tmp_path, "stuck", env=env)
+    code, out, err = await jct_process(tmp_path, "stuck", env=env)
     assert code == 0, err
     assert "0 stuck item(s)" in out
 
-    code, out, err = await jct(tmp_path, "audit", "--actor", OPERATOR, "--action", "task.enqueued", env=env)
+    code, out, err = await jct_process(tmp_path, "audit", "--actor", OPERATOR, "--action", "task.enqueued", env=env)
     assert code == 0, err
     assert "2 audit row(s), newest first" in out
     assert out.index(failed.task_id) < out.index(held.task_id)
 
-    code, out, err = await jct(tmp_path, "audit", "--kind", "Task", "--limit", "1", env=env)
+    code, out, err = await jct_process(tmp_path, "audit", "--kind", "Task", "--limit", "1", env=env)
     assert code == 0, err
     assert "1 audit row(s)" in out
     cursor = out.split("next page: --cursor ")[1].split()[0]
-    code, second, err = await jct(tmp_path, "audit", "--kind", "Task", "--limit", "1", "--cursor", cursor, env=env)
+    code, second, err = await jct_process(
+        tmp_path, "audit", "--kind", "Task", "--limit", "1", "--cursor", cursor, env=env
+    )
     assert code == 0, err
     assert "1 audit row(s)" in second
     assert second != out
 
-    code, out, err = await jct(tmp_path, "audit", "--since", "last week", env=env)
+    code, out, err = await jct_process(tmp_path, "audit", "--since", "last week", env=env)
     assert code == 1
     assert "ISO 8601" in one_error_line(err)

@@ -18,7 +18,7 @@ from server.core.models import Actor
 from server.core.review import completion
 from server.core.service import Core
 from tests.core.helpers import bare
-from tests.support.command import jct, local_env, one_error_line
+from tests.support.command import jct, jct_process, local_env, one_error_line
 
 pytestmark = pytest.mark.anyio
 
@@ -177,7 +177,7 @@ async def test_reviews_review_and_show_run_and_evidence(tmp_path: Path) -> None:
 
 async def test_enqueue_prints_the_task_and_its_issue(tmp_path: Path) -> None:
     args = ("Rotate the keys", "--operation", "ops", "--repo", "myorg/infra")
-    code, out, err = await jct(tmp_path, "enqueue", *args, env=operator_env(tmp_path))
+    code, out, err = await jct_process(tmp_path, "enqueue", *args, env=operator_env(tmp_path))
     assert code == 0, err
     assert re.fullmatch(rf"enqueued task {UUID.pattern} status=queued issue={UUID.pattern}\n", out), out
     assert err == ""

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support.command import jct, local_env, one_error_line, piped_process
+from tests.support.command import jct_process, local_env, one_error_line, piped_process
 from tests.transports.conftest import free_port, server_env, subprocess_env
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +24,7 @@ async def test_serve_on_a_busy_port_is_one_line_and_non_zero(tmp_path: Path) -> 
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        code, out, err = await jct(tmp_path, "serve", "--port", str(port), env=local_env(tmp_path))
+        code, out, err = await jct_process(tmp_path, "serve", "--port", str(port), env=local_env(tmp_path))
     assert code != 0
     assert one_error_line(err) == f"error: port {port} on 127.0.0.1 is already in use; pass --port or set JCT_PORT"
     assert out == ""
@@ -34,7 +34,7 @@ async def test_serve_on_a_busy_port_is_one_line_and_non_zero(tmp_path: Path) -> 
 async def test_serve_with_an_unreachable_database_is_one_line_and_non_zero(tmp_path: Path, stdio: bool) -> None:
     env = server_env(UNREACHABLE, tmp_path)
     args = ["serve", "--stdio"] if stdio else ["serve", "--port", str(free_port())]
-    code, out, err = await jct(tmp_path, *args, env=env)
+    code, out, err = await jct_process(tmp_path, *args, env=env)
     assert code != 0
     assert "cannot reach the database postgresql+asyncpg://postgres@127.0.0.1:1/x" in one_error_line(err)
     assert out == ""
@@ -52,7 +52,7 @@ async def test_serve_with_an_unreachable_database_is_one_line_and_non_zero(tmp_p
     ],
 )
 async def test_a_bad_setting_is_one_line_and_non_zero(tmp_path: Path, name: str, value: str, expected: str) -> None:
-    code, out, err = await jct(tmp_path, "serve", env=local_env(tmp_path) | {name: value})
+    code, out, err = await jct_process(tmp_path, "serve", env=local_env(tmp_path) | {name: value})
     assert code != 0
     assert expected in one_error_line(err)
     assert out == ""
@@ -100,7 +100,7 @@ async def test_stdio_writes_only_protocol_messages_to_stdout(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::"])
 async def test_serving_a_public_address_without_tokens_is_refused_in_one_line(tmp_path: Path, host: str) -> None:
-    code, out, err = await jct(tmp_path, "serve", "--host", host, "--port", "1", env=local_env(tmp_path))
+    code, out, err = await jct_process(tmp_path, "serve", "--host", host, "--port", "1", env=local_env(tmp_path))
     assert code != 0
     line = one_error_line(err)
     assert f"JCT_AUTH=none serves anyone who can reach {host}" in line

@@ -11,7 +11,7 @@ from server.config import Settings
 from server.core import tokens
 from server.core.service import Core
 from server.core.tokens import Role
-from tests.support.command import jct, local_env, one_error_line
+from tests.support.command import jct, jct_process, local_env, one_error_line
 
 pytestmark = pytest.mark.anyio
 
@@ -72,11 +72,11 @@ async def test_token_create_list_revoke(tmp_path: Path) -> None:
 async def test_token_rotate_prints_a_new_secret_and_the_old_one_stops_working(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     env = local_env(tmp_path)
-    code, out, err = await jct(tmp_path, "token", "create", "ci-agent-1", "--role", "worker", env=env)
+    code, out, err = await jct_process(tmp_path, "token", "create", "ci-agent-1", "--role", "worker", env=env)
     assert code == 0, err
     (old,) = set(SECRET.findall(out))
 
-    code, out, err = await jct(tmp_path, "token", "rotate", "ci-agent-1", env=env)
+    code, out, err = await jct_process(tmp_path, "token", "rotate", "ci-agent-1", env=env)
     assert code == 0, err
     assert out.startswith("rotated token 'ci-agent-1' (role(s) worker): the old secret is revoked. The new one:")
     assert "Its sessions and event streams were closed" in out
@@ -92,12 +92,12 @@ async def test_token_rotate_prints_a_new_secret_and_the_old_one_stops_working(tm
     finally:
         await core.db.dispose()
 
-    code, out, err = await jct(tmp_path, "token", "list", env=env)
+    code, out, err = await jct_process(tmp_path, "token", "list", env=env)
     assert code == 0, err
     assert "2 token(s)" in out  # the revoked one and its successor
     assert not SECRET.search(out)
 
-    code, out, err = await jct(tmp_path, "token", "rotate", "nobody", env=env)
+    code, out, err = await jct_process(tmp_path, "token", "rotate", "nobody", env=env)
     assert code == 1
     assert one_error_line(err) == "error: no live token named 'nobody'; see `jct token list`"
     assert not SECRET.search(out)

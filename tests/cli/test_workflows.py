@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.command import jct, local_env, one_error_line
+from tests.support.command import jct, jct_process, local_env, one_error_line
 from tests.support.flows import workflow_yaml
 
 pytestmark = pytest.mark.anyio
@@ -65,14 +65,16 @@ async def test_list_check_schema_and_start(tmp_path: Path) -> None:
 
 
 async def test_failures_are_one_line(tmp_path: Path) -> None:
-    code, _out, err = await jct(tmp_path, "workflow", "start", "nope", "--repo", "myorg/api", env=env(tmp_path))
+    code, _out, err = await jct_process(tmp_path, "workflow", "start", "nope", "--repo", "myorg/api", env=env(tmp_path))
     assert code == 1
     assert "WORKFLOW_NOT_FOUND" in one_error_line(err)
-    code, _out, err = await jct(
+    code, _out, err = await jct_process(
         tmp_path, "workflow", "start", "bugfix", "--input", "bug", "--repo", "myorg/api", env=env(tmp_path)
     )
     assert code == 2
     assert "is not NAME=VALUE" in one_error_line(err)
-    code, _out, err = await jct(tmp_path, "workflow", "start", "bugfix", "--repo", "myorg/api", env=env(tmp_path))
+    code, _out, err = await jct_process(
+        tmp_path, "workflow", "start", "bugfix", "--repo", "myorg/api", env=env(tmp_path)
+    )
     assert code == 1
     assert "INVALID_ARGUMENT: Workflow 'bugfix' needs the input(s) bug" in one_error_line(err)

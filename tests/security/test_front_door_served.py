@@ -23,7 +23,7 @@ from server.core import tokens
 from server.errors import RpcCode
 from tests.security.conftest import bearer, future_token, sdk_refusal
 from tests.support import serving
-from tests.support.command import jct
+from tests.support.command import jct, jct_process
 from tests.transports.conftest import server_env
 
 pytestmark = pytest.mark.anyio
@@ -192,7 +192,7 @@ async def test_metrics_is_host_checked_like_mcp(make_settings: Callable[..., Set
 )
 async def test_a_bad_public_url_is_one_line_and_non_zero(tmp_path: Path, value: str) -> None:
     env = server_env(f"sqlite:///{tmp_path / 'jct.db'}", tmp_path, public_url=value)
-    code, out, err = await jct(tmp_path, "serve", env=env)
+    code, out, err = await jct_process(tmp_path, "serve", env=env)
     assert code == 2
     assert err.startswith("error: bad setting JCT_PUBLIC_URL: ")
     assert len(err.strip().splitlines()) == 1
