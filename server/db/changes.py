@@ -21,13 +21,15 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any, Generic, TypeVar
 
 import anyio
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Float,
+    Select,
     Table,
     bindparam,
     func,
@@ -326,13 +328,7 @@ async def _change_postgres(
 
 async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
     """The fence, the task's trace id and mission, and the bytes the run has stored so far, in one statement."""
-    run = fenced.cte("run")
-    art = t.artifacts
-    stored = select(func.coalesce(func.sum(art.c.size_bytes), 0)).where(art.c.run_id == run.c.id).scalar_subquery()
-    trace = select(t.tasks.c.trace_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
-    mission = select(t.tasks.c.mission_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
-    query = select(run, stored.label("stored_bytes"), trace.label("task__trace_id"), mission.label("task__mission_id"))
-    row = (await conn.execute(query, fence.params())).mappings().first()
+    row = (await conn.execute(_bytes_query(fenced), fence.params())).mappings().first()
     if row is None:
         return None
     return Facts(
@@ -342,9 +338,38 @@ async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpd
     )
 
 
+# The statements below are built once per shape and reused: building one (a CTE's column proxies, the tree) and
+# deriving its cache key, which SQLAlchemy memoizes on the statement object, cost more server CPU per call than
+# compiling it did (bench/ANALYSIS.md). Every value travels as a named parameter.
+
+
+@cache
+def _bytes_query(fenced: ReturningUpdate[Any]) -> Select[Any]:
+    run = fenced.cte("run")
+    art = t.artifacts
+    stored = select(func.coalesce(func.sum(art.c.size_bytes), 0)).where(art.c.run_id == run.c.id).scalar_subquery()
+    trace = select(t.tasks.c.trace_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
+    mission = select(t.tasks.c.mission_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
+    return select(run, stored.label("stored_bytes"), trace.label("task__trace_id"), mission.label("task__mission_id"))
+
+
 async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
     """The fence and everything a completion reads, in one statement; with the database clock, which is the
     transaction's (now() does not move within one)."""
+    row = (await conn.execute(_facts_query(fenced), fence.params())).mappings().first()
+    if row is None:
+        return None
+    return Facts(
+        run={c.name: row[c.name] for c in t.runs.columns},
+        task={name: row[f"task__{name}"] for name in TASK_FIELDS},
+        acceptance_criteria=tuple(row["acceptance_criteria"] or ()),
+        artifacts=tuple(row["artifacts"]),
+        now=row["fence_now"],
+    )
+
+
+@cache
+def _facts_query(fenced: ReturningUpdate[Any]) -> Select[Any]:
     run = fenced.cte("run")
     packet, art = t.context_packets, t.artifacts
     criteria = (
@@ -365,7 +390,7 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
         .where(art.c.run_id == run.c.id)
         .scalar_subquery()
     )
-    query = (
+    return (
         select(
             run,
             *[t.tasks.c[name].label(f"task__{name}") for name in TASK_FIELDS],
@@ -376,73 +401,127 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
         .select_from(run)
         .join(t.tasks, t.tasks.c.id == run.c.task_id)
     )
-    row = (await conn.execute(query, fence.params())).mappings().first()
-    if row is None:
-        return None
-    return Facts(
-        run={c.name: row[c.name] for c in t.runs.columns},
-        task={name: row[f"task__{name}"] for name in TASK_FIELDS},
-        acceptance_criteria=tuple(row["acceptance_criteria"] or ()),
-        artifacts=tuple(row["artifacts"]),
-        now=row["fence_now"],
-    )
 
 
 async def _write_postgres(conn: AsyncConnection, writes: Sequence[Insert | Update | Spend]) -> int | None:
     """Every write as data-modifying CTEs of a single statement; it returns what each required update matched
     (and the id of an insert that hands one back).
 
-    Values travel as named parameters, so the statement's shape (and SQLAlchemy's cached compiled
-    form of it) is the same from one call to the next; SQL expressions (the clock) stay inline."""
-    params: dict[str, Any] = {}
-
-    def bound(table: Table, prefix: str, values: Values) -> dict[str, Any]:
-        columns: dict[str, Any] = {}
-        for name, value in values.items():
-            if isinstance(value, ColumnElement):
-                columns[name] = value
-            else:
-                params[f"{prefix}_{name}"] = value
-                columns[name] = bindparam(f"{prefix}_{name}", type_=table.c[name].type)
-        return columns
-
-    ctes = []
-    required: list[tuple[Update, ColumnElement[int]]] = []
-    inserted: ColumnElement[Any] = literal(None)
-    for n, write in enumerate(writes):
-        if isinstance(write, Insert):
-            for i, row in enumerate(write.rows):
-                stmt_insert = insert(write.table).values(bound(write.table, f"w{n}_{i}", row))
-                if write.returns_id:
-                    cte_insert = stmt_insert.returning(write.table.c.id).cte(f"write_{n}_{i}")
-                    inserted = select(cte_insert.c.id).scalar_subquery()
-                else:
-                    cte_insert = stmt_insert.cte(f"write_{n}_{i}")
-                ctes.append(cte_insert)
-            continue
-        if isinstance(write, Spend):
-            missions_ = t.missions
-            params |= {f"w{n}_tokens": write.tokens, f"w{n}_cost_usd": write.cost_usd, f"w{n}_id": write.mission_id}
-            spend = (
-                update(missions_)
-                .where(missions_.c.id == bindparam(f"w{n}_id"))
-                .values(
-                    spent_tokens=missions_.c.spent_tokens + bindparam(f"w{n}_tokens", type_=Float()),
-                    spent_cost_usd=missions_.c.spent_cost_usd + bindparam(f"w{n}_cost_usd", type_=Float()),
-                )
-            )
-            ctes.append(spend.cte(f"write_{n}"))
-            continue
-        stmt = update(write.table).where(write.table.c.id == write.row_id)
-        if write.status_in is not None:
-            stmt = stmt.where(write.table.c.status.in_(write.status_in))
-        cte = stmt.values(bound(write.table, f"w{n}", write.values)).returning(write.table.c.id).cte(f"write_{n}")
-        ctes.append(cte)
-        if write.required:
-            required.append((write, select(func.count()).select_from(cte).scalar_subquery()))
-    counts: list[ColumnElement[int]] = [count for _, count in required]
-    outcome = (await conn.execute(select(inserted, *counts).add_cte(*ctes), params)).one()
-    for (write, _), count in zip(required, outcome[1:], strict=True):
+    Values travel as named parameters (a value given as a bound literal too), so the statement is the same from
+    one call to the next and is built once per shape (`_WriteShape`); SQL expressions without parameters stay
+    inline. A write whose SQL carries a value of its own is built for that call alone."""
+    shape = _WriteShape(writes)
+    statement = _WRITE_STATEMENTS.get(shape.key) if shape.key is not None else None
+    if statement is None:
+        statement = shape.build()
+        if shape.key is not None:
+            if len(_WRITE_STATEMENTS) >= _WRITE_SHAPES_KEPT:
+                _WRITE_STATEMENTS.clear()  # shapes come from a few code paths: this never happens in practice
+            _WRITE_STATEMENTS[shape.key] = statement
+    outcome = (await conn.execute(statement, shape.params)).one()
+    required = [write for write in writes if isinstance(write, Update) and write.required]
+    for write, count in zip(required, outcome[1:], strict=True):
         if not count:
             raise RowMissed(write.table.name, write.row_id)
     return None if outcome[0] is None else int(outcome[0])
+
+
+_WRITE_SHAPES_KEPT = 256
+_WRITE_STATEMENTS: dict[tuple[Any, ...], Select[Any]] = {}
+
+
+class _WriteShape:
+    """The writes' parameters, and a key that is equal for two lists of writes exactly when one statement (with
+    their own parameters) makes both; None when a value's SQL carries a parameter of its own."""
+
+    def __init__(self, writes: Sequence[Insert | Update | Spend]) -> None:
+        self.writes = writes
+        self.params: dict[str, Any] = {}
+        key: list[Any] | None = []
+        for n, write in enumerate(writes):
+            if isinstance(write, Insert):
+                for i, row in enumerate(write.rows):
+                    key = _add(key, ("insert", write.table.name, write.returns_id, self._values(f"w{n}_{i}", row)))
+            elif isinstance(write, Spend):
+                self.params |= {f"w{n}_tokens": write.tokens, f"w{n}_cost_usd": write.cost_usd}
+                self.params[f"w{n}_id"] = write.mission_id
+                key = _add(key, ("spend",))
+            else:
+                self.params[f"w{n}_row_id"] = write.row_id
+                values = self._values(f"w{n}", write.values)
+                key = _add(key, ("update", write.table.name, write.status_in, write.required, values))
+        self.key = None if key is None else tuple(key)
+
+    def _values(self, prefix: str, values: Values) -> tuple[Any, ...] | None:
+        """Each value's parameter; the values' part of the key (None: not to be kept)."""
+        shape: list[Any] = []
+        for name, value in values.items():
+            if isinstance(value, BindParameter) and not value.expanding and value.callable is None:
+                self.params[f"{prefix}_{name}"] = value.value  # a literal: a parameter like any other value
+                shape.append((name, "literal", value.type._static_cache_key))
+            elif isinstance(value, ColumnElement):
+                cache_key = value._generate_cache_key()
+                if cache_key is None or cache_key.bindparams:
+                    return None
+                shape.append((name, "sql", cache_key.key))
+            else:
+                self.params[f"{prefix}_{name}"] = value
+                shape.append((name,))
+        return tuple(shape)
+
+    def build(self) -> Select[Any]:
+        ctes = []
+        counts: list[ColumnElement[int]] = []
+        inserted: ColumnElement[Any] = literal(None)
+        for n, write in enumerate(self.writes):
+            if isinstance(write, Insert):
+                for i, row in enumerate(write.rows):
+                    stmt_insert = insert(write.table).values(_bound(write.table, f"w{n}_{i}", row))
+                    if write.returns_id:
+                        cte_insert = stmt_insert.returning(write.table.c.id).cte(f"write_{n}_{i}")
+                        inserted = select(cte_insert.c.id).scalar_subquery()
+                    else:
+                        cte_insert = stmt_insert.cte(f"write_{n}_{i}")
+                    ctes.append(cte_insert)
+            elif isinstance(write, Spend):
+                missions_ = t.missions
+                spend = (
+                    update(missions_)
+                    .where(missions_.c.id == bindparam(f"w{n}_id"))
+                    .values(
+                        spent_tokens=missions_.c.spent_tokens + bindparam(f"w{n}_tokens", type_=Float()),
+                        spent_cost_usd=missions_.c.spent_cost_usd + bindparam(f"w{n}_cost_usd", type_=Float()),
+                    )
+                )
+                ctes.append(spend.cte(f"write_{n}"))
+            else:
+                table = write.table
+                stmt = update(table).where(table.c.id == bindparam(f"w{n}_row_id", type_=table.c.id.type))
+                if write.status_in is not None:
+                    stmt = stmt.where(table.c.status.in_(write.status_in))
+                cte = stmt.values(_bound(table, f"w{n}", write.values)).returning(table.c.id).cte(f"write_{n}")
+                ctes.append(cte)
+                if write.required:
+                    counts.append(select(func.count()).select_from(cte).scalar_subquery())
+        return select(inserted, *counts).add_cte(*ctes)
+
+
+def _add(key: list[Any] | None, part: tuple[Any, ...]) -> list[Any] | None:
+    """The key with `part` added; None (not to be kept) once any part is, or `part` holds a None values' key."""
+    if key is None or part[-1] is None:
+        return None
+    key.append(part)
+    return key
+
+
+def _bound(table: Table, prefix: str, values: Values) -> dict[str, Any]:
+    """The columns to set: a parameter named `{prefix}_{column}` for each value (a literal's too), and SQL as is."""
+    columns: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, BindParameter) and not value.expanding and value.callable is None:
+            columns[name] = bindparam(f"{prefix}_{name}", type_=value.type)
+        elif isinstance(value, ColumnElement):
+            columns[name] = value
+        else:
+            columns[name] = bindparam(f"{prefix}_{name}", type_=table.c[name].type)
+    return columns

@@ -15,8 +15,9 @@ from server.config import Settings
 from server.core.claims import queue
 from server.core.review import completion
 from server.core.service import Core
+from server.db import queries
 from server.db.engine import Database
-from tests.core.helpers import ALICE, enqueue
+from tests.core.helpers import ALICE, bare, enqueue
 
 pytestmark = pytest.mark.anyio
 
@@ -51,3 +52,39 @@ async def test_a_task_jct_cannot_verify_completes_in_one_transaction(make_settin
         await core.db.dispose()
     assert done.task_id == task_id
     assert taken == [1], "the completion read nothing before its transaction"
+
+
+async def test_completions_of_one_shape_share_a_statement_and_each_writes_its_own_values(core: Core) -> None:
+    """The completion's writes are built once per shape and reused (server/db/changes.py): the second completion
+    must still write its own run's summary, status and end time, never the first's."""
+    executed: list[Any] = []
+
+    def seen(_conn: Any, clause: Any, *_args: Any) -> None:
+        executed.append(clause)
+
+    done = []
+    event.listen(core.db.engine.sync_engine, "before_execute", seen)
+    try:
+        for n in range(2):
+            task_id = await enqueue(core, operation="analysis", objective=f"Task {n}")
+            claimed = await queue.claim_task(core, ALICE, task_id)
+            before = len(executed)
+            await completion.complete_task(
+                core, ALICE, task_id, success=False, summary=f"Summary {n}.", run_id=claimed.run_id
+            )
+            done.append((bare(claimed.run_id), executed[before:]))
+    finally:
+        event.remove(core.db.engine.sync_engine, "before_execute", seen)
+    async with core.db.read() as conn:
+        first_run, second_run = [await queries.get_run(conn, run_id) for run_id, _ in done]
+    assert first_run is not None
+    assert second_run is not None
+    assert (first_run.summary, first_run.status) == ("Summary 0.", "failed")
+    assert (second_run.summary, second_run.status) == ("Summary 1.", "failed")
+    assert first_run.ended_at is not None
+    assert second_run.ended_at is not None
+    assert first_run.ended_at < second_run.ended_at
+    if not core.db.is_sqlite:  # SQLite's completion is plain sqlite3 in one call (server/db/rawsqlite.py)
+        first, second = (statements for _, statements in done)
+        assert len(first) == len(second)
+        assert all(a is b for a, b in zip(first, second, strict=True)), "the second completion reused each statement"
