@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import add_database_arguments, admin, check_dialects, cpu_seconds, free_port, rss_kib, tool, wait_ready
 
 from server.config import async_database_url
+from server.core.models import parse_run_id
 
 OPENING = 20  # sessions opening (initialize, GET stream, subscribe) at once
 NOTIFIED = 60.0  # the longest wait for every session's notification
@@ -122,7 +123,7 @@ async def claimed_run(agent: Client, n: int) -> tuple[str, str]:
         {"objective": f"Notify bench task {n}", "operation": "analysis", "target_repo": "bench/repo"},
     )
     claim = await tool(agent, "jct_claim_task", {"task_id": enqueued["task_id"]})
-    return str(enqueued["task_id"]), str(claim["run_id"])
+    return str(enqueued["task_id"]), parse_run_id(claim["run_id"])[0]  # the run, without the claim's key
 
 
 async def all_notified(subscribers: list[Subscriber], since: float, timeout: float) -> bool:

@@ -14,6 +14,8 @@ of `--calls` calls; each call is timed:
 
 "cost vs echo" is echo calls/s divided by the call's calls/s at the same concurrency (1.0 = free; DESIGN
 section 9 asks for at most 1.5). Clients and server share the machine, so read ratios, not absolutes.
+"server CPU" is the server process's user + system CPU time over the phase (/proc/<pid>/stat) per call: what
+one call costs the server, whatever else shares the machine (its background loops included, as in echo's).
 
 Each dialect gets a fresh database (SQLite in a temp directory; PostgreSQL created on
 JCT_BENCH_POSTGRES_URL's server and dropped after), bulk-loaded by bench/scale.py.
@@ -48,7 +50,16 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_database_arguments, admin, bulk_load, check_dialects, fresh_database, servers, tool
+from common import (
+    add_database_arguments,
+    admin,
+    bulk_load,
+    check_dialects,
+    cpu_seconds,
+    fresh_database,
+    servers,
+    tool,
+)
 from sqlalchemy import make_url
 
 ARTIFACT = ("bench log line " * 73)[:1023] + "\n"  # 1 KiB
@@ -65,6 +76,12 @@ class Cell:
         self.name = name
         self.latencies: list[float] = []
         self.wall = 0.0
+        self.server_cpu = 0.0  # seconds of the server process's CPU over the phase
+
+    @property
+    def server_cpu_ms(self) -> float:
+        """Server CPU per call, in milliseconds."""
+        return self.server_cpu / len(self.latencies) * 1000 if self.latencies else 0.0
 
     @property
     def rate(self) -> float:
@@ -76,9 +93,10 @@ class Cell:
 
 
 async def phase(
-    clients: list[Client], cell: Cell, per_client: int, call: Callable[[int, int], Awaitable[None]]
+    clients: list[Client], cell: Cell, per_client: int, call: Callable[[int, int], Awaitable[None]], server_pid: int
 ) -> None:
-    """Every client makes `per_client` timed calls; they start together; the phase's wall time is recorded."""
+    """Every client makes `per_client` timed calls; they start together; the phase's wall time and the server's
+    CPU time are recorded."""
 
     async def run(index: int) -> None:
         for n in range(per_client):
@@ -86,14 +104,16 @@ async def phase(
             await call(index, n)
             cell.latencies.append(time.perf_counter() - started)
 
+    cpu = cpu_seconds(server_pid)
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for index in range(len(clients)):
             tg.start_soon(run, index)
     cell.wall = time.perf_counter() - started
+    cell.server_cpu = cpu_seconds(server_pid) - cpu
 
 
-async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str, Cell]:
+async def measure(url: str, server_pid: int, concurrency: int, calls: int, mode: str) -> dict[str, Cell]:
     per_client = max(1, math.ceil(calls / concurrency))
     cells = {name: Cell(name) for name in CALLS}
     claimed: list[list[str]] = [[] for _ in range(concurrency)]
@@ -130,11 +150,11 @@ async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str
             args = {"task_id": claimed[i][n], "success": True, "summary": "Benchmarked."}
             await tool(clients[i], "jct_complete_task", args)
 
-        await phase(clients, cells["echo"], per_client, do_echo)
-        await phase(clients, cells["jct_claim_next"], per_client, do_claim)
-        await phase(clients, cells["jct_report_artifact"], per_client, do_report)
-        await phase(clients, cells["jct_report_progress"], per_client, do_progress)
-        await phase(clients, cells["jct_complete_task"], per_client, do_complete)
+        await phase(clients, cells["echo"], per_client, do_echo, server_pid)
+        await phase(clients, cells["jct_claim_next"], per_client, do_claim, server_pid)
+        await phase(clients, cells["jct_report_artifact"], per_client, do_report, server_pid)
+        await phase(clients, cells["jct_report_progress"], per_client, do_progress, server_pid)
+        await phase(clients, cells["jct_complete_task"], per_client, do_complete, server_pid)
     return cells
 
 
@@ -143,8 +163,8 @@ async def measure(url: str, concurrency: int, calls: int, mode: str) -> dict[str
 
 def table(results: dict[int, dict[str, Cell]]) -> str:
     lines = [
-        "| clients | call | calls/s | p50 ms | p99 ms | cost vs echo | p50 vs echo |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        "| clients | call | calls/s | p50 ms | p99 ms | cost vs echo | p50 vs echo | server CPU ms/call |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for concurrency, cells in results.items():
         floor = cells["echo"]
@@ -154,7 +174,7 @@ def table(results: dict[int, dict[str, Cell]]) -> str:
             p50 = cell.quantile(0.5) / floor.quantile(0.5)
             lines.append(
                 f"| {concurrency} | `{name}` | {cell.rate:,.0f} | {cell.quantile(0.5):.1f} | "
-                f"{cell.quantile(0.99):.1f} | {cost:.2f}x | {p50:.2f}x |"
+                f"{cell.quantile(0.99):.1f} | {cost:.2f}x | {p50:.2f}x | {cell.server_cpu_ms:.2f} |"
             )
     return "\n".join(lines)
 
@@ -182,7 +202,8 @@ async def run(
             await bulk_load(url, tasks_needed(levels, calls))
             for concurrency in levels:
                 started = time.perf_counter()
-                results[concurrency] = await measure(f"{procs[0][1]}/mcp", concurrency, calls, mode)
+                process, base_url = procs[0]
+                results[concurrency] = await measure(f"{base_url}/mcp", process.pid, concurrency, calls, mode)
                 log(f"  protocol {dialect} {concurrency} client(s) in {time.perf_counter() - started:.1f}s")
     return results
 

@@ -310,7 +310,6 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in targets(results)]
-    lines += load_lines(results)
     # The fleet (bench/fleet.py) runs on its own; its last figures are kept through the suite's runs.
     fleet_json = results_dir / "fleet.json"
     fleet_result = json.loads(fleet_json.read_text()) if fleet_json.exists() else None
@@ -324,6 +323,7 @@ def write(results: dict[str, Any], out: Path, results_dir: Path) -> None:
         ]
     for name, error in results.get("errors", {}).items():
         lines.append(f"| workload `{name}` | **failed**: `{error}` | runs to completion | **missed** |")
+    lines += load_lines(results)
     lines += [
         "",
         "### Where the time goes (missed targets)",
@@ -376,11 +376,12 @@ def load_lines(results: dict[str, Any]) -> list[str]:
     load = results.get("load")
     if not load:
         return []
-    rows = [
-        f"| {name} | {results['timings'].get(name, 0):.0f} s | {' '.join(f'{x:.2f}' for x in cell['before'])} | "
-        f"{' '.join(f'{x:.2f}' for x in cell.get('after', []))} |"
-        for name, cell in load.items()
-    ]
+    rows = []
+    for name, cell in load.items():
+        before = " ".join(f"{x:.2f}" for x in cell["before"])
+        after = " ".join(f"{x:.2f}" for x in cell.get("after", []))
+        note = f" ({cell['note']})" if "note" in cell else ""
+        rows.append(f"| {name} | {results['timings'].get(name, 0):.0f} s | {before} | {after}{note} |")
     return [
         "",
         "Load average (1, 5 and 15 min, from `/proc/loadavg`) around each workload, to read beside its figures: "
@@ -612,19 +613,21 @@ def protocol_section(proto: dict[str, Any]) -> list[str]:
         "## 5. Protocol: single calls beside `echo` (bench/protocol.py)",
         "",
         "N clients, each phase started together; every call timed. Cost vs echo = echo calls/s ÷ the call's "
-        "calls/s at the same concurrency (target: at most 1.5x).",
+        "calls/s at the same concurrency (target: at most 1.5x). Server CPU = the server process's CPU time over "
+        "the phase per call (its background loops included, as in echo's).",
         "",
-        "| dialect | clients | call | calls/s | p50 ms | p99 ms | cost vs echo |",
-        "|---|---:|---|---:|---:|---:|---:|",
+        "| dialect | clients | call | calls/s | p50 ms | p99 ms | cost vs echo | server CPU ms/call |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for dialect, levels in proto.items():
         for level, calls in levels.items():
             echo = calls["echo"]["calls_per_s"]
             for name, cell in calls.items():
                 cost = echo / cell["calls_per_s"] if cell["calls_per_s"] else float("inf")
+                cpu = f"{cell['server_cpu_ms']:.2f}" if "server_cpu_ms" in cell else ""  # not measured before
                 lines.append(
                     f"| {dialect} | {level} | `{name}` | {f0(cell['calls_per_s'])} | {cell['p50_ms']:.1f} | "
-                    f"{cell['p99_ms']:.1f} | {cost:.2f}x |"
+                    f"{cell['p99_ms']:.1f} | {cost:.2f}x | {cpu} |"
                 )
     return [*lines, ""]
 

@@ -48,6 +48,8 @@ from common import (
     tool,
 )
 
+from server.core.models import parse_run_id
+
 OPENING = 10  # sessions one worker opens at once
 QUIET = 1.0  # after the warm-up notification, before a measured completion (plus a random part of a poll)
 POLL_INTERVAL = 0.25
@@ -257,7 +259,7 @@ async def measure(
                     )
                     task_id = enqueued["task_id"]
                     claim = await tool(agent, "jct_claim_task", {"task_id": task_id})
-                    uri = f"jct://runs/{claim['run_id']}"
+                    uri = f"jct://runs/{parse_run_id(claim['run_id'])[0]}"  # the run, without the claim's key
                     await pool.all(f"subscribe {uri}")
                     for attempt in range(5):  # one notification to every session: its GET stream is open
                         since = now()

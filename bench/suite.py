@@ -104,6 +104,7 @@ async def run_protocol(args: argparse.Namespace, home: Path) -> dict[str, Any]:
                     "p50_ms": cell.quantile(0.5),
                     "p99_ms": cell.quantile(0.99),
                     "calls": len(cell.latencies),
+                    "server_cpu_ms": cell.server_cpu_ms,
                 }
                 for name, cell in by_call.items()
             }
