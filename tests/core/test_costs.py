@@ -284,7 +284,7 @@ async def test_no_claim_that_starts_after_the_budget_is_spent_hands_out_a_task(
         ids = await created(planner, mission(tasks, max_cost_usd=2.5))
     mission_id = ids["mission"]
     claims: list[tuple[float, str]] = []  # when the claim started, the task
-    spent_seen: list[float] = []  # when a read that showed the budget spent started
+    spent_seen: list[float] = []  # when a read that showed the budget spent answered
     refusals: list[tuple[float, ErrorCode]] = []
 
     async def spent_now(c: Core) -> bool:
@@ -310,9 +310,10 @@ async def test_no_claim_that_starts_after_the_budget_is_spent_hands_out_a_task(
             claims.append((started, task_id))
             spent = {"cost_usd": 0.25}
             await retried(partial(work.report_progress, c, actor, task_id, message="spent", telemetry=spent))
-            read = anyio.current_time()
             if await spent_now(c):
-                spent_seen.append(read)
+                # Stamped when the read has answered: it showed the spending committed by then. A stamp taken before
+                # it would count a claim that started in between, before another report's spend it then saw.
+                spent_seen.append(anyio.current_time())
             await retried(partial(completion.complete_task, c, actor, task_id, success=True, summary="done"))
 
     async with separate_cores(make_settings(auto_rework=False), 8) as cores:
