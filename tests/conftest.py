@@ -36,10 +36,24 @@ def _long_first(item: pytest.Item) -> int:
     return 0 if item.get_closest_marker("slow") or item.get_closest_marker("xdist_group") else 1
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long tests first (a stable sort: the same order on every worker), so `-n 2` does not end on one of them
-    while the other worker idles."""
-    items.sort(key=_long_first)
+    while the other worker idles.
+
+    `@pytest.mark.dialects("postgresql")`: a test that only exists on some databases. Its cases for the other
+    dialects are deselected, not skipped: like every PostgreSQL case, it is simply not there when
+    JCT_TEST_POSTGRES_URL is unset (`DIALECTS`)."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("dialects")
+        callspec = getattr(item, "callspec", None)
+        if marker is not None and callspec is not None and callspec.params.get("dialect") not in marker.args:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = sorted(kept, key=_long_first)
 
 
 @pytest.fixture

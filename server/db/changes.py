@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache, partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 import anyio
 from sqlalchemy import (
@@ -42,6 +42,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.cache_key import NO_CACHE
 from sqlalchemy.sql.dml import ReturningUpdate
 
 from server.db import leases, missions, queries, rawsqlite
@@ -416,7 +417,7 @@ async def _write_postgres(conn: AsyncConnection, writes: Sequence[Insert | Updat
         statement = shape.build()
         if shape.key is not None:
             if len(_WRITE_STATEMENTS) >= _WRITE_SHAPES_KEPT:
-                _WRITE_STATEMENTS.clear()  # shapes come from a few code paths: this never happens in practice
+                _WRITE_STATEMENTS.clear()  # shapes come from a few code paths and row counts: full is unusual
             _WRITE_STATEMENTS[shape.key] = statement
     outcome = (await conn.execute(statement, shape.params)).one()
     required = [write for write in writes if isinstance(write, Update) and write.required]
@@ -432,38 +433,42 @@ _WRITE_STATEMENTS: dict[tuple[Any, ...], Select[Any]] = {}
 
 class _WriteShape:
     """The writes' parameters, and a key that is equal for two lists of writes exactly when one statement (with
-    their own parameters) makes both; None when a value's SQL carries a parameter of its own."""
+    their own parameters) makes both; None when a value cannot be a parameter of a statement kept for others (SQL
+    that carries a parameter of its own, a literal of a type SQLAlchemy does not cache)."""
 
     def __init__(self, writes: Sequence[Insert | Update | Spend]) -> None:
         self.writes = writes
         self.params: dict[str, Any] = {}
-        key: list[Any] | None = []
-        for n, write in enumerate(writes):
+        self._kept = True
+        key: list[Any] = []
+        for n, write in enumerate(writes):  # every part names its write (n) and row (i): no two lists share a key
             if isinstance(write, Insert):
-                for i, row in enumerate(write.rows):
-                    key = _add(key, ("insert", write.table.name, write.returns_id, self._values(f"w{n}_{i}", row)))
+                key.append(("insert", n, write.table.name, write.returns_id, len(write.rows)))
+                key += [(i, self._values(f"w{n}_{i}", row)) for i, row in enumerate(write.rows)]
             elif isinstance(write, Spend):
                 self.params |= {f"w{n}_tokens": write.tokens, f"w{n}_cost_usd": write.cost_usd}
                 self.params[f"w{n}_id"] = write.mission_id
-                key = _add(key, ("spend",))
+                key.append(("spend", n))
             else:
                 self.params[f"w{n}_row_id"] = write.row_id
                 values = self._values(f"w{n}", write.values)
-                key = _add(key, ("update", write.table.name, write.status_in, write.required, values))
-        self.key = None if key is None else tuple(key)
+                status_in = None if write.status_in is None else tuple(write.status_in)
+                key.append(("update", n, write.table.name, status_in, write.required, values))
+        self.key = tuple(key) if self._kept else None
 
-    def _values(self, prefix: str, values: Values) -> tuple[Any, ...] | None:
-        """Each value's parameter; the values' part of the key (None: not to be kept)."""
+    def _values(self, prefix: str, values: Values) -> tuple[Any, ...]:
+        """Each value's parameter (every one, kept or not: `build` names them all), and the values' part of the key."""
         shape: list[Any] = []
         for name, value in values.items():
-            if isinstance(value, BindParameter) and not value.expanding and value.callable is None:
-                self.params[f"{prefix}_{name}"] = value.value  # a literal: a parameter like any other value
-                shape.append((name, "literal", value.type._static_cache_key))
+            if _is_literal(value):
+                self.params[f"{prefix}_{name}"] = value.value  # a parameter like any other value
+                type_key = value.type._static_cache_key
+                self._kept &= type_key is not NO_CACHE
+                shape.append((name, "literal", type_key))
             elif isinstance(value, ColumnElement):
                 cache_key = value._generate_cache_key()
-                if cache_key is None or cache_key.bindparams:
-                    return None
-                shape.append((name, "sql", cache_key.key))
+                self._kept &= cache_key is not None and not cache_key.bindparams
+                shape.append((name, "sql", None if cache_key is None else cache_key.key))
             else:
                 self.params[f"{prefix}_{name}"] = value
                 shape.append((name,))
@@ -506,19 +511,16 @@ class _WriteShape:
         return select(inserted, *counts).add_cte(*ctes)
 
 
-def _add(key: list[Any] | None, part: tuple[Any, ...]) -> list[Any] | None:
-    """The key with `part` added; None (not to be kept) once any part is, or `part` holds a None values' key."""
-    if key is None or part[-1] is None:
-        return None
-    key.append(part)
-    return key
+def _is_literal(value: object) -> TypeGuard[BindParameter[Any]]:
+    """A bound value with its value given (`literal(x, Type())`): sent as a named parameter like a plain value."""
+    return isinstance(value, BindParameter) and not value.expanding and value.callable is None and not value.required
 
 
 def _bound(table: Table, prefix: str, values: Values) -> dict[str, Any]:
     """The columns to set: a parameter named `{prefix}_{column}` for each value (a literal's too), and SQL as is."""
     columns: dict[str, Any] = {}
     for name, value in values.items():
-        if isinstance(value, BindParameter) and not value.expanding and value.callable is None:
+        if _is_literal(value):
             columns[name] = bindparam(f"{prefix}_{name}", type_=value.type)
         elif isinstance(value, ColumnElement):
             columns[name] = value
