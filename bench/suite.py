@@ -1,6 +1,6 @@
 """The whole benchmark suite in one run: every workload beside its baselines, then bench/RESULTS.md with charts.
 
-    python bench/suite.py                   # everything (what `make bench` runs; about 15 minutes on 2 cores)
+    python bench/suite.py                   # everything (what `make bench` runs; about 25 minutes on 2 cores)
     python bench/suite.py --quick           # every workload at small sizes: a smoke test of the harness
     python bench/suite.py --only sessions,artifacts
 

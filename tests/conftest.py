@@ -37,7 +37,7 @@ def _long_first(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests first (a stable sort: the same order on every worker), so `-n 2` does not end on one of them
+    """Long tests first (a stable sort: the same order on every worker), so `-n 4` does not end on one of them
     while the other worker idles.
 
     `@pytest.mark.dialects("postgresql")`: a test that only exists on some databases. Its cases for the other
