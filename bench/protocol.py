@@ -15,7 +15,8 @@ of `--calls` calls; each call is timed:
 "cost vs echo" is echo calls/s divided by the call's calls/s at the same concurrency (1.0 = free; DESIGN
 section 9 asks for at most 1.5). Clients and server share the machine, so read ratios, not absolutes.
 "server CPU" is the server process's user + system CPU time over the phase (/proc/<pid>/stat) per call: what
-one call costs the server, whatever else shares the machine (its background loops included, as in echo's).
+one call costs the server (its background loops included, as in echo's). A loaded machine raises it too, far
+less than it moves the ratios.
 
 Each dialect gets a fresh database (SQLite in a temp directory; PostgreSQL created on
 JCT_BENCH_POSTGRES_URL's server and dropped after), bulk-loaded by bench/scale.py.
