@@ -33,6 +33,14 @@ def run_branch(tmp_path: Path) -> tuple[Work, str, str, str]:
     return work, base, head, onto
 
 
+async def replay(
+    work: Work, *, onto: str, base: str, head: str, strategy: str = "rebase", message: str = ""
+) -> merges.Replayed:
+    """merges.replay in the work tree of `work`, within 30 s."""
+    repo = gitcli.Repo(work.path, worktree=True)
+    return await merges.replay(repo, onto=onto, base=base, head=head, strategy=strategy, message=message, within=30)
+
+
 def show(work: Work, commit: str, path: str) -> str:
     return work.git("show", f"{commit}:{path}")
 
@@ -43,15 +51,7 @@ async def test_rebase_replays_each_commit_on_the_moved_target_keeping_authors_da
     work, base, head, onto = run_branch(tmp_path)
     refs = work.refs()
 
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=onto,
-        base=base,
-        head=head,
-        strategy="rebase",
-        message="not used",
-        within=30,
-    )
+    done = await replay(work, onto=onto, base=base, head=head, message="not used")
 
     assert done.conflicting_files == []
     assert done.commit is not None
@@ -79,29 +79,13 @@ async def test_rebase_works_in_a_bare_repository(tmp_path: Path) -> None:
 
 async def test_rebase_onto_the_base_is_a_fast_forward_to_head(tmp_path: Path) -> None:
     work, base, head, _onto = run_branch(tmp_path)
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=base,
-        base=base,
-        head=head,
-        strategy="rebase",
-        message="",
-        within=30,
-    )
+    done = await replay(work, onto=base, base=base, head=head)
     assert done == merges.Replayed(head, [])
 
 
 async def test_merge_makes_one_merge_commit_of_onto_and_head(tmp_path: Path) -> None:
     work, base, head, onto = run_branch(tmp_path)
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=onto,
-        base=base,
-        head=head,
-        strategy="merge",
-        message="Merge run 7",
-        within=30,
-    )
+    done = await replay(work, onto=onto, base=base, head=head, strategy="merge", message="Merge run 7")
     assert done.commit is not None
     assert work.git("log", "-1", "--format=%P|%an|%cn|%B", done.commit) == f"{onto} {head}|JCT|JCT|Merge run 7"
     assert show(work, done.commit, "README.md") == "hello, moved"
@@ -110,15 +94,7 @@ async def test_merge_makes_one_merge_commit_of_onto_and_head(tmp_path: Path) -> 
 
 async def test_squash_makes_one_commit_on_onto_by_the_author_of_head(tmp_path: Path) -> None:
     work, base, head, onto = run_branch(tmp_path)
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=onto,
-        base=base,
-        head=head,
-        strategy="squash",
-        message="Run 7: bea and cy",
-        within=30,
-    )
+    done = await replay(work, onto=onto, base=base, head=head, strategy="squash", message="Run 7: bea and cy")
     assert done.commit is not None
     assert work.git("log", "-1", "--format=%P|%an <%ae>|%ad|%cn|%B", "--date=raw", done.commit) == (
         f"{onto}|{CY}|1700000600 -0500|JCT|Run 7: bea and cy"
@@ -136,15 +112,7 @@ async def test_a_conflict_names_the_files_and_moves_no_ref(tmp_path: Path, strat
     onto = work.commit("main edits the same lines")
     refs = work.refs()
 
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=onto,
-        base=base,
-        head=head,
-        strategy=strategy,
-        message="m",
-        within=30,
-    )
+    done = await replay(work, onto=onto, base=base, head=head, strategy=strategy, message="m")
 
     # rebase stops at the first commit that conflicts (bea's: src/app.py); merge and squash see both files
     expected = ["src/app.py"] if strategy == "rebase" else ["docs/cy.md", "src/app.py"]
@@ -171,15 +139,7 @@ async def test_a_replay_that_already_landed_returns_onto(tmp_path: Path, strateg
 
 async def test_an_empty_range_returns_onto(tmp_path: Path) -> None:
     work, base, _head, onto = run_branch(tmp_path)
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=onto,
-        base=base,
-        head=base,
-        strategy="rebase",
-        message="",
-        within=30,
-    )
+    done = await replay(work, onto=onto, base=base, head=base)
     assert done == merges.Replayed(onto, [])
 
 
@@ -194,15 +154,7 @@ async def test_a_merge_commit_in_the_range_is_replayed_as_its_first_parent_chang
     work.write("LICENSE", "mine\n")
     onto = work.commit("main again")
 
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=onto,
-        base=base,
-        head=head,
-        strategy="rebase",
-        message="",
-        within=30,
-    )
+    done = await replay(work, onto=onto, base=base, head=head)
 
     assert done.commit is not None
     assert work.git("rev-list", "--min-parents=2", "--count", f"{onto}..{done.commit}") == "0"  # linear
@@ -220,15 +172,7 @@ async def test_a_commit_whose_change_is_on_the_target_already_is_dropped(tmp_pat
     work, base, head, _ = run_branch(tmp_path)
     work.write("docs/cy.md", "cy\n")  # main got cy's doc another way
     onto = work.commit("cy's doc, cherry-picked by hand")
-    done = await merges.replay(
-        gitcli.Repo(work.path, worktree=True),
-        onto=onto,
-        base=base,
-        head=head,
-        strategy="rebase",
-        message="",
-        within=30,
-    )
+    done = await replay(work, onto=onto, base=base, head=head)
     assert done.commit is not None
     assert work.git("log", "--format=%s", f"{onto}..{done.commit}") == "bea's change"
 
@@ -248,12 +192,4 @@ async def test_hostile_names_are_refused_before_git_runs(tmp_path: Path, field: 
 async def test_a_missing_commit_is_a_git_error(tmp_path: Path) -> None:
     work, base, head, _ = run_branch(tmp_path)
     with pytest.raises(gitcli.GitError):
-        await merges.replay(
-            gitcli.Repo(work.path, worktree=True),
-            onto="f" * 40,
-            base=base,
-            head=head,
-            strategy="rebase",
-            message="",
-            within=30,
-        )
+        await replay(work, onto="f" * 40, base=base, head=head)
