@@ -62,6 +62,48 @@ def bash(seconds: float) -> ToolUse:
     return ToolUse("Bash", {"command": command, "description": "Run the test suite"})
 
 
+def held_env(jct_env: dict[str, str], lease: int) -> dict[str, str]:
+    return jct_env | {
+        "JCT_LIVE_LEASE_SECONDS": str(LIVE_LEASE),
+        "JCT_LEASE_SECONDS": str(lease),
+        "JCT_SWEEP_INTERVAL_SECONDS": "0.2",
+    }
+
+
+async def one_task(make_settings: Callable[..., Settings]) -> str:
+    """A task enqueued through a core closed again: its id."""
+    core = Core.build(make_settings())
+    try:
+        return await enqueue(core)
+    finally:
+        await core.db.dispose()
+
+
+def held_through_bash(claimed: dict[str, Any], claim_tool: str, complete_tool: str) -> list[Step]:
+    """The model claims a task (its answer goes into `claimed`), runs a Bash call BASH_SECONDS long without a
+    word to JCT, completes the task, and finds the completion accepted: not LEASE_EXPIRED, the claim was held."""
+
+    def work(result: ToolResult | None) -> ToolUse:
+        assert result is not None
+        assert not result.is_error, result
+        claimed.update(result.json())
+        return bash(BASH_SECONDS)
+
+    def complete(result: ToolResult | None) -> ToolUse:
+        assert result is not None
+        assert not result.is_error, result
+        args = {"task_id": claimed["task_id"], "run_id": claimed["run_id"], "success": True, "summary": "Done."}
+        return ToolUse(complete_tool, args)
+
+    def finish(result: ToolResult | None) -> Reply:
+        assert result is not None
+        assert not result.is_error, result
+        assert result.json()["success"] is True, result
+        return Reply("done")
+
+    return [ToolUse(claim_tool, {}), work, complete, finish]
+
+
 def claude_args(config: Path) -> list[str]:
     return [
         "-p",
@@ -137,39 +179,14 @@ async def test_jct_holds_a_legacy_claude_code_s_claim_through_a_long_bash_call(
     """Claude Code (legacy handshake) claims a task, runs a Bash call six live leases long (and longer than
     JCT_LEASE_SECONDS) without a word to JCT, then completes the task: JCT renewed the claim while the
     session's GET stream was open."""
-    core = Core.build(make_settings())
-    try:
-        task_id = await enqueue(core)
-    finally:
-        await core.db.dispose()
+    task_id = await one_task(make_settings)
     claimed: dict[str, Any] = {}
-
-    def work(result: ToolResult | None) -> ToolUse:
-        assert result is not None
-        assert not result.is_error, result
-        claimed.update(result.json())
-        return bash(BASH_SECONDS)
-
-    def complete(result: ToolResult | None) -> ToolUse:
-        assert result is not None
-        assert not result.is_error, result
-        args = {"task_id": claimed["task_id"], "run_id": claimed["run_id"], "success": True, "summary": "Done."}
-        return ToolUse("mcp__jct__jct_complete_task", args)
-
-    def finish(result: ToolResult | None) -> Reply:
-        assert result is not None
-        assert not result.is_error, result  # not LEASE_EXPIRED: the claim was held
-        assert result.json()["success"] is True, result
-        return Reply("done")
-
-    steps: list[Step] = [ToolUse("mcp__jct__jct_claim_next", {}), work, complete, finish]
-    env = jct_env | {
-        "JCT_LIVE_LEASE_SECONDS": str(LIVE_LEASE),
-        "JCT_LEASE_SECONDS": str(UNHELD_LEASE),
-        "JCT_SWEEP_INTERVAL_SECONDS": "0.2",
-    }
+    steps = held_through_bash(claimed, "mcp__jct__jct_claim_next", "mcp__jct__jct_complete_task")
     with anyio.fail_after(LIMIT):
-        async with http_server(env, tmp_path) as jct, scripted_model(steps) as (model, model_url):
+        async with (
+            http_server(held_env(jct_env, UNHELD_LEASE), tmp_path) as jct,
+            scripted_model(steps) as (model, model_url),
+        ):
             run = await claude_code.run(claude_args(mcp_config(tmp_path, jct)), model_url, "legacy")
     assert model.errors == [], "\n".join(model.errors)
     assert run.returncode == 0, run.explain()
@@ -201,14 +218,6 @@ def plugin_args() -> list[str]:
     return ["-p", "Work.", "--allowedTools", f"{PLUGIN_TOOLS},Bash", "--output-format", "json"]
 
 
-def held_env(jct_env: dict[str, str], lease: int) -> dict[str, str]:
-    return jct_env | {
-        "JCT_LIVE_LEASE_SECONDS": str(LIVE_LEASE),
-        "JCT_LEASE_SECONDS": str(lease),
-        "JCT_SWEEP_INTERVAL_SECONDS": "0.2",
-    }
-
-
 def the_agent_s_header(proxy: McpProxy) -> str:
     """The X-JCT-Agent value of the plugin's listen stream: the one its tool calls carry too."""
     listens = [e for e in proxy.exchanges if e.rpc == ["subscriptions/listen"]]
@@ -230,32 +239,9 @@ async def test_jct_holds_the_http_plugin_s_claim_through_a_long_bash_call(
     """Claude Code through the HTTP plugin, by default (stateless calls, one listen stream), claims a task, runs a
     Bash call six live leases long (and longer than JCT_LEASE_SECONDS) without a word to JCT, then completes the
     task: JCT renewed the claim while the listen stream carrying the same X-JCT-Agent was open."""
-    core = Core.build(make_settings())
-    try:
-        task_id = await enqueue(core)
-    finally:
-        await core.db.dispose()
+    task_id = await one_task(make_settings)
     claimed: dict[str, Any] = {}
-
-    def work(result: ToolResult | None) -> ToolUse:
-        assert result is not None
-        assert not result.is_error, result
-        claimed.update(result.json())
-        return bash(BASH_SECONDS)
-
-    def complete(result: ToolResult | None) -> ToolUse:
-        assert result is not None
-        assert not result.is_error, result
-        args = {"task_id": claimed["task_id"], "run_id": claimed["run_id"], "success": True, "summary": "Done."}
-        return ToolUse(PLUGIN_COMPLETE, args)
-
-    def finish(result: ToolResult | None) -> Reply:
-        assert result is not None
-        assert not result.is_error, result  # not LEASE_EXPIRED: the claim was held
-        assert result.json()["success"] is True, result
-        return Reply("done")
-
-    steps: list[Step] = [ToolUse(PLUGIN_CLAIM, {}), work, complete, finish]
+    steps = held_through_bash(claimed, PLUGIN_CLAIM, PLUGIN_COMPLETE)
     with anyio.fail_after(2 * LIMIT):
         async with http_server(held_env(jct_env, UNHELD_LEASE), tmp_path) as jct, mcp_proxy(jct) as (proxy, url):
             await install_plugin(claude_code, url)
@@ -274,11 +260,7 @@ async def test_a_killed_http_plugin_session_s_task_comes_back_after_the_live_lea
     """Claude Code through the HTTP plugin claims a task and starts a long Bash call; SIGKILL closes its listen
     stream, and an agent waiting on the queue claims the task as attempt 2 after the short lease (JCT_LEASE_SECONDS
     is ten times the wait)."""
-    core = Core.build(make_settings())
-    try:
-        task_id = await enqueue(core)
-    finally:
-        await core.db.dispose()
+    task_id = await one_task(make_settings)
     steps: list[Step] = [ToolUse(PLUGIN_CLAIM, {}), bash(WORK_SECONDS), Reply("done")]
     output = tmp_path / "claude.out"
     with anyio.fail_after(2 * LIMIT):
