@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
 
 from tests.claude_code.proxy import Egress
 
@@ -141,15 +142,7 @@ class ClaudeCode:
         name = f"claude-{len(self.runs)}"
         out, err = self.work.parent / f"{name}.out", self.work.parent / f"{name}.err"
         with out.open("wb") as stdout, err.open("wb") as stderr:
-            process = await anyio.open_process(
-                [str(self.binary), *args],
-                env=self.env(model_url, era, **(extra or {})),
-                cwd=self.work,
-                stdin=subprocess.DEVNULL,
-                stdout=stdout,
-                stderr=stderr,
-                start_new_session=True,  # its own process group: a timeout also stops its stdio servers
-            )
+            process = await self.start(args, model_url, stdout, stderr, era, extra)
         try:
             with anyio.fail_after(limit):
                 await process.wait()
@@ -163,6 +156,27 @@ class ClaudeCode:
         run = Run(args, process.returncode, out.read_text(errors="replace"), err.read_text(errors="replace"))
         self.runs.append(run)
         return run
+
+    async def start(
+        self,
+        args: list[str],
+        model_url: str,
+        stdout: Any,
+        stderr: Any,
+        era: str = "auto",
+        extra: dict[str, str] | None = None,
+    ) -> Process:
+        """`claude *args` started, stdin closed, in its own process group: killing the group (a timeout, a test's
+        SIGKILL) also stops its stdio servers."""
+        return await anyio.open_process(
+            [str(self.binary), *args],
+            env=self.env(model_url, era, **(extra or {})),
+            cwd=self.work,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
 
     async def print(
         self, prompt: str, servers: dict[str, dict[str, Any]], model_url: str, era: str = "auto", *extra: str

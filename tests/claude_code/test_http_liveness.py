@@ -134,15 +134,8 @@ async def test_what_stays_open_while_claude_code_works_and_after_it_is_killed(
     with anyio.fail_after(LIMIT):
         async with mcp_proxy(jct) as (proxy, proxy_url), scripted_model(steps) as (model, model_url):
             with output.open("wb") as out:
-                process = await anyio.open_process(
-                    [str(claude_code.binary), *claude_args(mcp_config(tmp_path, proxy_url))],
-                    env=claude_code.env(model_url, era),
-                    cwd=claude_code.work,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+                args = claude_args(mcp_config(tmp_path, proxy_url))
+                process = await claude_code.start(args, model_url, out, subprocess.STDOUT, era)
             try:
                 while len(model.main_requests()) < 2:  # the Bash call is asked for
                     await anyio.sleep(0.2)
@@ -268,14 +261,8 @@ async def test_a_killed_http_plugin_session_s_task_comes_back_after_the_live_lea
             await install_plugin(claude_code, url)
             async with scripted_model(steps) as (model, model_url):
                 with output.open("wb") as out:
-                    process = await anyio.open_process(
-                        [str(claude_code.binary), *plugin_args()],
-                        env=claude_code.env(model_url, **PLUGIN_ENV),
-                        cwd=claude_code.work,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
+                    process = await claude_code.start(
+                        plugin_args(), model_url, out, subprocess.STDOUT, extra=PLUGIN_ENV
                     )
                 try:
                     while len(model.main_requests()) < 2:  # the claim answered, the Bash call asked for
