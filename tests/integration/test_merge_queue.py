@@ -60,6 +60,14 @@ async def finish(core: Core, agent: Any, task_id: str) -> Any:
     return await completion.complete_task(core, agent, task_id, success=True, summary="done")
 
 
+async def commit_and_finish(core: Core, agent: Any, task_id: str, name: str, text: str) -> Any:
+    """`agent` claims the task, commits `text` to `name` in its workspace and completes it: the completion."""
+    space = (await queue.claim_task(core, agent, task_id)).workspace
+    assert space is not None
+    commit_in(space.model_dump(), name, text)
+    return await finish(core, agent, task_id)
+
+
 @dataclass(frozen=True)
 class Collision:
     one: str
@@ -169,10 +177,7 @@ async def test_a_checkout_with_uncommitted_changes_is_never_overwritten(
     first = work.head()
     async with make_core(make_settings) as core:
         task_id = await local_task(core, work)
-        space = (await queue.claim_task(core, ALICE, task_id)).workspace
-        assert space is not None
-        commit_in(space.model_dump(), "src/new.py", "n = 1\n")
-        await finish(core, ALICE, task_id)
+        await commit_and_finish(core, ALICE, task_id, "src/new.py", "n = 1\n")
         work.write("README.md", "my own edit\n")
 
         assert await integrator.integrate_waiting(core, HOLDER) == 0
@@ -234,10 +239,7 @@ async def test_a_failing_check_sends_the_work_back_with_its_output(
     check = {str(work.path): "test -f src/ok.py || { echo 'ok.py is missing'; exit 1; }"}
     async with make_core(make_settings, check_commands=check) as core:
         task_id = await local_task(core, work)
-        space = (await queue.claim_task(core, ALICE, task_id)).workspace
-        assert space is not None
-        commit_in(space.model_dump(), "src/app.py", "print('x')\n")
-        await finish(core, ALICE, task_id)
+        await commit_and_finish(core, ALICE, task_id, "src/app.py", "print('x')\n")
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         view = await observe.get_task(core, task_id)
         assert view.integration is not None
@@ -246,10 +248,7 @@ async def test_a_failing_check_sends_the_work_back_with_its_output(
         assert view.task.status == "queued"
         assert work.head("main") == first
 
-        space = (await queue.claim_task(core, ALICE, task_id)).workspace
-        assert space is not None
-        commit_in(space.model_dump(), "src/ok.py", "ok = True\n")
-        await finish(core, ALICE, task_id)
+        await commit_and_finish(core, ALICE, task_id, "src/ok.py", "ok = True\n")
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         view = await observe.get_task(core, task_id)
         assert view.integration is not None
@@ -272,10 +271,7 @@ async def test_dependents_unblock_when_the_work_is_merged_and_start_from_it(
             core, ALICE, title="Two steps", goal="Greet", phases=[{"name": "Build", "tasks": tasks}]
         )
         first, second = made.tasks[0].task_id, made.tasks[1].task_id
-        space = (await queue.claim_task(core, ALICE, first)).workspace
-        assert space is not None
-        commit_in(space.model_dump(), "src/greeting.py", "GREETING = 'hi'\n")
-        await finish(core, ALICE, first)
+        await commit_and_finish(core, ALICE, first, "src/greeting.py", "GREETING = 'hi'\n")
         assert (await observe.get_task(core, second)).task.status == "blocked"  # approved, not merged yet
 
         assert await integrator.integrate_waiting(core, HOLDER) == 1
@@ -298,10 +294,7 @@ async def test_an_integration_that_landed_before_a_crash_is_recorded_and_changes
     work = Work(tmp_path / "repo")
     async with make_core(make_settings) as core:
         task_id = await local_task(core, work)
-        space = (await queue.claim_task(core, ALICE, task_id)).workspace
-        assert space is not None
-        commit_in(space.model_dump(), "src/app.py", "print('hello')\n")
-        await finish(core, ALICE, task_id)
+        await commit_and_finish(core, ALICE, task_id, "src/app.py", "print('hello')\n")
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         landed = work.head("main")
         # As if the integrator died after moving the ref and before recording it: the row says merging.
@@ -400,10 +393,7 @@ async def test_a_stale_lock_in_the_checkout_makes_the_integration_wait_and_say_s
     first = work.head()
     async with make_core(make_settings) as core:
         task_id = await local_task(core, work, touches=[])
-        space = (await queue.claim_task(core, ALICE, task_id)).workspace
-        assert space is not None
-        commit_in(space.model_dump(), "src/new.py", "n = 1\n")
-        await finish(core, ALICE, task_id)
+        await commit_and_finish(core, ALICE, task_id, "src/new.py", "n = 1\n")
         lock = work.path / ".git" / "index.lock"
         lock.write_text("")
 
