@@ -24,38 +24,13 @@ from server.db import tables
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ALICE, BOB, race, separate_cores, snapshot
 from tests.core.test_claim_wait import Waiting, served
+from tests.core.test_missions import PATCH, created, mission, task
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio
 __all__ = ["connect"]  # the tools' in-memory client fixture, used here too
 
-PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
 ADMIN = Actor(actor_id="ops", name="ops", actor_kind="human", admin=True)
-
-
-def task(key: str, *depends_on: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "key": key,
-        "objective": f"Do {key}",
-        "operation": "code_change",
-        "target_repo": "myorg/api",
-        "depends_on": list(depends_on),
-        **extra,
-    }
-
-
-def mission(*phases: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
-        "title": "Ship it",
-        "goal": "A feature, built and documented",
-        "phases": [{"name": f"Phase {n}", "tasks": tasks} for n, tasks in enumerate(phases)],
-        **extra,
-    }
-
-
-async def created(client: Client, spec: dict[str, Any]) -> dict[str, str]:
-    result = await ok(client, "jct_create_mission", **spec)
-    return {item["key"]: item["task_id"] for item in result["tasks"]} | {"mission": result["mission_id"]}
 
 
 async def spend(client: Client, task_id: str, **telemetry: float) -> dict[str, Any]:

@@ -34,11 +34,13 @@ def task(key: str, *depends_on: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def mission(*phases: list[dict[str, Any]], title: str = "Ship it") -> dict[str, Any]:
+def mission(*phases: list[dict[str, Any]], title: str = "Ship it", **extra: Any) -> dict[str, Any]:
+    """jct_create_mission's arguments: one phase per list of tasks; `extra`, more arguments (a budget)."""
     return {
         "title": title,
         "goal": "A feature, specified, built and documented",
         "phases": [{"name": f"Phase {n}", "tasks": tasks} for n, tasks in enumerate(phases)],
+        **extra,
     }
 
 
