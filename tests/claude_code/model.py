@@ -78,6 +78,15 @@ class ToolResult:
         return json.loads(self.text)
 
 
+def ok(result: ToolResult | None) -> dict[str, Any]:
+    """The JSON of a successful JCT tool result (fails the step, and so the test, otherwise)."""
+    assert result is not None
+    assert not result.is_error, result
+    body: dict[str, Any] = result.json()
+    assert body["success"] is True, body
+    return body
+
+
 Answer = ToolUse | Reply
 Step = Answer | Callable[[ToolResult | None], Answer | Awaitable[Answer]]
 

@@ -12,7 +12,7 @@ from server.config import Settings
 from server.core.operators import observe
 from server.core.service import Core
 from tests.claude_code.harness import ERAS, ClaudeCode
-from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
+from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, ok, scripted_model
 from tests.claude_code.proxy import mcp_proxy
 from tests.core.helpers import bare, enqueue
 
@@ -27,15 +27,6 @@ PATCH = """diff --git a/src/users.py b/src/users.py
  def register(email):
 +    validate_email(email)
 """
-
-
-def ok(result: ToolResult | None) -> dict[str, Any]:
-    """The JSON of a successful JCT tool result (fails the step, and so the test, otherwise)."""
-    assert result is not None
-    assert not result.is_error, result
-    body: dict[str, Any] = result.json()
-    assert body["success"] is True, body
-    return body
 
 
 @pytest.mark.parametrize("era", list(ERAS))

@@ -32,7 +32,8 @@ triggering reconnection", "Retrying tool 'jct_queue_stats' after session recover
 see: the next request carries a system message "The following MCP servers have disconnected. Their
 instructions above no longer apply: jct", and a WaitForMcpServers tool appears, although the jct tools
 stay and work. Two sessions are opened for one recovery; the extra one (B) is left open on the server,
-and no session is ever ended with DELETE (not the lost one, not at exit).
+and no session is ever ended with DELETE (not the lost one, not at exit). On a busy machine its reconnect timer
+may fire late and open a third session, to which its later calls move; the test allows that.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import anyio
 import pytest
 
 from tests.claude_code.harness import ClaudeCode
-from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
+from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, ok, scripted_model
 from tests.claude_code.proxy import Exchange, McpProxy, mcp_proxy
 from tests.transports.conftest import http_server
 
@@ -57,9 +58,7 @@ DISCONNECTED = "The following MCP servers have disconnected"
 
 
 def stats(result: ToolResult) -> dict[str, Any]:
-    assert not result.is_error, result
-    body: dict[str, Any] = result.json()
-    assert body["success"] is True, body
+    body = ok(result)
     assert set(body["counts"]) >= {"queued", "running", "completed"}, body
     return body
 
@@ -133,31 +132,22 @@ async def test_claude_code_reinitializes_after_session_not_found(
     assert (after[0].session, after[0].status) == (session_a, 404), log
     assert all(e.session != session_a for e in after[1:]), log
 
-    # Then fresh handshakes, without a session id: two at once, each answered with a new session. Claude Code
-    # may make one more after the calls (seen on a busy machine: its reconnect timer fired late, and it listed
-    # the tools again on a third session); no call goes to it.
+    # Then fresh handshakes, without a session id: two at once, each answered with a new session. On a busy machine
+    # Claude Code may make more (its reconnect timer fires late) and move its later calls to the newest one.
     initializes = [e for e in after if e.rpc == ["initialize"]]
     assert all((e.session, e.status) == (None, 200) for e in initializes), log
     assert len(initializes) >= 2, log
-    new_sessions = [e.new_session for e in initializes[:2]]
+    new_sessions = [e.new_session for e in initializes]
     assert None not in new_sessions, log
-    assert len(set(new_sessions)) == 2, log
+    assert len(set(new_sessions)) == len(new_sessions), log
     assert session_a not in new_sessions, log
-    last_call = max(i for i, e in enumerate(after) if e.rpc == ["tools/call"])
-    assert all(after.index(e) > last_call for e in initializes[2:]), log
 
-    # The retried second call and the two later ones all go to one of them and succeed.
+    # The retried second call and the two later ones go to new sessions, each initialized first, and succeed.
     calls = [e for e in after[1:] if e.rpc == ["tools/call"]]
     assert [e.status for e in calls] == [200, 200, 200], log
-    used = {e.session for e in calls}
-    assert len(used) == 1, log
-    (session_c,) = used
-    assert session_c in new_sessions
-    assert methods(after, session_c)[:1] == ["notifications/initialized"], log
-
-    # The other new session is only ever initialized: left open on the server.
-    (session_b,) = set(new_sessions) - {session_c}
-    assert methods(after, session_b) == ["notifications/initialized"], log
+    for session in {e.session for e in calls}:
+        assert session in new_sessions, log
+        assert methods(after, session)[:1] == ["notifications/initialized"], log
 
     # No session is ever ended with DELETE, and nothing tried to leave 127.0.0.1.
     assert not any(e.http_method == "DELETE" for e in proxy.exchanges), log

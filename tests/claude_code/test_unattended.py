@@ -23,7 +23,7 @@ from server.config import Settings
 from server.core.operators import observe
 from server.core.service import Core
 from tests.claude_code.harness import ROOT, ClaudeCode, Run
-from tests.claude_code.model import Answer, Reply, ScriptedModel, Step, ToolResult, ToolUse, scripted_model
+from tests.claude_code.model import Answer, Reply, ScriptedModel, Step, ToolResult, ToolUse, ok, scripted_model
 from tests.core.helpers import enqueue
 from tests.git.repo import ENV as GIT_ENV
 from tests.git.repo import Work, git
@@ -45,14 +45,6 @@ ADDED = "hook_additional_context"  # how a transcript records what a SessionStar
 # Print mode waits for the plugin's MCP server before the first model request.
 WAIT_FOR_SERVERS = {"MCP_CONNECTION_NONBLOCKING": "false"}
 GIT_IDENTITY = {key: value for key, value in GIT_ENV.items() if key.startswith("GIT_")}
-
-
-def ok(result: ToolResult | None) -> dict[str, Any]:
-    assert result is not None
-    assert not result.is_error, result
-    body: dict[str, Any] = result.json()
-    assert body["success"] is True, body
-    return body
 
 
 def request_text(body: dict[str, Any]) -> str:

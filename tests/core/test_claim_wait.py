@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 from mcp import Client
 from sqlalchemy import select
 
@@ -71,6 +72,14 @@ class Waiting:
         )
 
 
+async def waiting(tg: TaskGroup, *waiters: Waiting) -> None:
+    """Start the waiters in `tg`; return once each of them waits."""
+    for waiter in waiters:
+        tg.start_soon(waiter.run)
+    for waiter in waiters:
+        await waiter.started.wait()
+
+
 # --- what wakes a waiter ---------------------------------------------------------------------------
 
 
@@ -82,8 +91,7 @@ async def test_a_released_task_goes_to_the_waiter(make_settings: Callable[..., S
         waiter = Waiting(core, BOB)
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(waiter.run)
-                await waiter.started.wait()
+                await waiting(tg, waiter)
                 await work.release_task(core, ALICE, task_id, "Not mine after all", run_id=held.run_id)
     assert waiter.result is not None
     assert waiter.result.task_id == task_id
@@ -96,8 +104,7 @@ async def test_an_expired_lease_goes_to_the_waiter(make_settings: Callable[..., 
         waiter = Waiting(core, BOB)
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(waiter.run)
-                await waiter.started.wait()
+                await waiting(tg, waiter)
     assert waiter.result is not None
     assert waiter.result.task_id == task_id
     assert waiter.result.attempt == 2
@@ -124,8 +131,7 @@ async def test_an_approved_dependency_frees_its_dependent_for_the_waiter(
         waiter = Waiting(core, BOB)
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(waiter.run)
-                await waiter.started.wait()
+                await waiting(tg, waiter)
                 assert first.run_id is not None
                 await work.report_artifact(
                     core,
@@ -160,8 +166,7 @@ async def test_a_waiter_takes_only_what_its_filters_allow(make_settings: Callabl
         any_waiter = Waiting(core, ALICE, wait=3.0)
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(docs_waiter.run)
-                await docs_waiter.started.wait()
+                await waiting(tg, docs_waiter)
                 analysis = await enqueue(core, operation="analysis")
                 tg.start_soon(any_waiter.run)  # takes the analysis task at once
                 docs = await enqueue(core, operation="docs")
@@ -178,10 +183,7 @@ async def test_stop_answers_every_waiter_at_once_and_later_calls_do_not_wait(
         waiters = [Waiting(core, ALICE), Waiting(core, BOB)]
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                for waiter in waiters:
-                    tg.start_soon(waiter.run)
-                for waiter in waiters:
-                    await waiter.started.wait()
+                await waiting(tg, *waiters)
                 core.waiters.stop()
             assert [w.result.claimed if w.result else None for w in waiters] == [False, False]
             late = Waiting(core, ALICE)
@@ -202,10 +204,7 @@ async def test_with_tokens_an_agent_may_wait_in_as_many_calls_as_it_may_hold_cla
         waiters = [Waiting(core, ALICE), Waiting(core, ALICE)]
         with anyio.fail_after(LIMIT):
             async with anyio.create_task_group() as tg:
-                for waiter in waiters:
-                    tg.start_soon(waiter.run)
-                for waiter in waiters:
-                    await waiter.started.wait()
+                await waiting(tg, *waiters)
                 with pytest.raises(JctError) as refused:
                     await queue.claim_next(core, ALICE, wait_seconds=WAIT)
                 assert refused.value.code is ErrorCode.PERMISSION_DENIED
