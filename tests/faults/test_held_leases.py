@@ -50,6 +50,14 @@ async def world(
         yield env, servers
 
 
+@asynccontextmanager
+async def stdio_claim(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Server, ProcessAgent, dict[str, Any]]]:
+    """One server, and an agent through its own stdio `jct` process that claimed the next task: (server, agent,
+    its claim)."""
+    async with world(database_url, tmp_path) as (env, (server,)), stdio_agent(env, tmp_path) as agent:
+        yield server, agent, await agent.call("jct_claim_next")
+
+
 async def enqueue(settings: Settings, budget: int = 3600) -> str:
     core = Core.build(settings)
     try:
@@ -111,8 +119,7 @@ async def test_a_killed_stdio_server_s_claim_comes_back_after_the_short_lease(
 ) -> None:
     task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with world(database_url, tmp_path) as (env, (server,)), stdio_agent(env, tmp_path) as agent:
-            claimed = await agent.call("jct_claim_next")
+        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
             assert claimed["task_id"] == task_id
             assert agent.server_pid is not None
             os.kill(agent.server_pid, signal.SIGKILL)
@@ -127,8 +134,7 @@ async def test_a_frozen_stdio_server_s_claim_comes_back_and_thawing_it_revives_n
 ) -> None:
     task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with world(database_url, tmp_path) as (env, (server,)), stdio_agent(env, tmp_path) as agent:
-            claimed = await agent.call("jct_claim_next")
+        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
             assert agent.server_pid is not None
             freeze(agent.server_pid)
             async with Client(server.mcp_url, mode=MODERN) as other:
@@ -150,8 +156,7 @@ async def test_a_live_stdio_agent_keeps_its_claim_while_silent_and_completes_it(
 ) -> None:
     task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with world(database_url, tmp_path) as (env, (server,)), stdio_agent(env, tmp_path) as agent:
-            claimed = await agent.call("jct_claim_next")
+        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
             lease = datetime.fromisoformat(claimed["lease_expires_at"])
             assert (lease - datetime.now(UTC)).total_seconds() <= LIVE_LEASE + 1, "a held claim gets the short lease"
             await anyio.sleep(IDLE_SECONDS)  # a long test run: not a word to JCT
@@ -175,8 +180,7 @@ async def test_a_frozen_client_s_claim_lapses_when_its_time_budget_ends(
     meanwhile."""
     task_id = await enqueue(make_settings(), budget=BUDGET_SECONDS)
     with anyio.fail_after(LIMIT):
-        async with world(database_url, tmp_path) as (env, (server,)), stdio_agent(env, tmp_path) as agent:
-            claimed = await agent.call("jct_claim_next")
+        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
             agent.pause()
             async with Client(server.mcp_url, mode=MODERN) as other:
                 await anyio.sleep(IDLE_SECONDS)

@@ -21,6 +21,14 @@ def only_main(work: Work) -> None:
     assert [line for line in listed.splitlines() if line.startswith("worktree ")] == [f"worktree {work.path}"]
 
 
+async def run_check(
+    work: Work, commit: str, command: str, *, scratch: Path, timeout: float = 60, max_bytes: int = 10_000
+) -> merges.Checked:
+    """merges.run_check of `command` at `commit` of `work`'s repository."""
+    repo = gitcli.Repo(work.path, worktree=True)
+    return await merges.run_check(repo, commit, command, scratch=scratch, timeout=timeout, max_bytes=max_bytes)
+
+
 async def gone(pid: int) -> None:
     with anyio.fail_after(10):
         while alive(pid):
@@ -34,14 +42,7 @@ async def test_a_passing_check_runs_at_the_commit_and_its_worktree_is_removed(tm
     work.commit("second")
     scratch = tmp_path / "scratch" / "check"
 
-    checked = await merges.run_check(
-        gitcli.Repo(work.path, worktree=True),
-        first,
-        "cat README.md; pwd",
-        scratch=scratch,
-        timeout=60,
-        max_bytes=10_000,
-    )
+    checked = await run_check(work, first, "cat README.md; pwd", scratch=scratch)
 
     assert checked == merges.Checked(ok=True, output=f"hello\n{scratch}\n", timed_out=False)
     assert not scratch.exists()
@@ -68,13 +69,12 @@ async def test_a_hanging_check_is_killed_at_its_timeout_with_its_children(tmp_pa
     work = Work(tmp_path / "w")
     pidfile = tmp_path / "sleeper.pid"
 
-    checked = await merges.run_check(
-        gitcli.Repo(work.path, worktree=True),
+    checked = await run_check(
+        work,
         work.head(),
         f"echo started; sleep 600 & echo $! > {pidfile}; wait",
         scratch=tmp_path / "scratch",
         timeout=1,
-        max_bytes=10_000,
     )
 
     assert checked == merges.Checked(ok=False, output="started\n", timed_out=True)
@@ -86,13 +86,8 @@ async def test_a_hanging_check_is_killed_at_its_timeout_with_its_children(tmp_pa
 async def test_what_a_check_leaves_running_is_killed_when_it_exits(tmp_path: Path) -> None:
     work = Work(tmp_path / "w")
     pidfile = tmp_path / "daemon.pid"
-    checked = await merges.run_check(
-        gitcli.Repo(work.path, worktree=True),
-        work.head(),
-        f"sleep 600 & echo $! > {pidfile}; echo done",
-        scratch=tmp_path / "scratch",
-        timeout=60,
-        max_bytes=10_000,
+    checked = await run_check(
+        work, work.head(), f"sleep 600 & echo $! > {pidfile}; echo done", scratch=tmp_path / "scratch"
     )
     assert checked == merges.Checked(ok=True, output="done\n", timed_out=False)
     await gone(int(pidfile.read_text()))
@@ -102,8 +97,8 @@ async def test_a_flood_of_output_keeps_only_its_tail_in_bounded_memory(tmp_path:
     work = Work(tmp_path / "w")
     tracemalloc.start()
     try:
-        checked = await merges.run_check(
-            gitcli.Repo(work.path, worktree=True),
+        checked = await run_check(
+            work,
             work.head(),
             "yes | head -c 50000000; echo the-end",
             scratch=tmp_path / "scratch",
@@ -129,13 +124,12 @@ async def test_a_cancelled_check_is_killed_and_its_worktree_removed(tmp_path: Pa
     async with anyio.create_task_group() as tg:
 
         async def check() -> None:
-            await merges.run_check(
-                gitcli.Repo(work.path, worktree=True),
+            await run_check(
+                work,
                 work.head(),
                 f"echo $$ > {started}.tmp; mv {started}.tmp {started}; exec sleep 600",
                 scratch=scratch,
                 timeout=600,
-                max_bytes=10_000,
             )
 
         tg.start_soon(check)
@@ -155,14 +149,7 @@ async def test_a_scratch_directory_left_by_a_crash_is_replaced(tmp_path: Path) -
     scratch = tmp_path / "scratch"
     work.git("worktree", "add", "--quiet", "--detach", str(scratch))
     (scratch / "leftover.txt").write_text("from the crashed run\n")
-    checked = await merges.run_check(
-        gitcli.Repo(work.path, worktree=True),
-        work.head(),
-        "ls",
-        scratch=scratch,
-        timeout=60,
-        max_bytes=10_000,
-    )
+    checked = await run_check(work, work.head(), "ls", scratch=scratch)
     assert checked.ok
     assert "leftover.txt" not in checked.output
     assert "README.md" in checked.output
@@ -173,12 +160,5 @@ async def test_the_check_does_not_see_jcts_git_environment(tmp_path: Path, monke
     """A GIT_DIR in the server's environment must not point the check's own git commands elsewhere."""
     work = Work(tmp_path / "w")
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
-    checked = await merges.run_check(
-        gitcli.Repo(work.path, worktree=True),
-        work.head(),
-        "git rev-parse HEAD",
-        scratch=tmp_path / "scratch",
-        timeout=60,
-        max_bytes=10_000,
-    )
+    checked = await run_check(work, work.head(), "git rev-parse HEAD", scratch=tmp_path / "scratch")
     assert checked == merges.Checked(ok=True, output=f"{work.head()}\n", timed_out=False)
