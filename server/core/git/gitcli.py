@@ -372,6 +372,12 @@ async def git(
     )
 
 
+async def write_refs(repo: Repo, *args: str, within: float, input: bytes | None = None) -> Output:
+    """git that writes objects and refs only (branch, update-ref, commit-tree), as JCT (`write_env`): it reads no
+    working-tree file, so it needs no neutral look-up."""
+    return await git(repo, *args, within=within, neutralised=[], env=write_env(), input=input)
+
+
 async def drivers(repo: Repo, *, within: float) -> Drivers:
     return await in_thread(lambda batch: batch.drivers(repo, within=within))
 

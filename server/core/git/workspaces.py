@@ -68,17 +68,7 @@ async def create(repo: gitcli.Repo, *, branch: str, base: str, path: Path | None
     existing = await gitcli.resolve(repo, ref, within=clock.left())
     if existing is None:
         try:
-            await gitcli.git(
-                repo,
-                "branch",
-                "--no-track",
-                "--end-of-options",
-                name,
-                commit,
-                within=clock.left(),
-                neutralised=[],
-                env=gitcli.write_env(),
-            )
+            await gitcli.write_refs(repo, "branch", "--no-track", "--end-of-options", name, commit, within=clock.left())
         except gitcli.GitTimeout:
             raise
         except gitcli.GitError:
@@ -144,16 +134,7 @@ async def delete_branch(repo: gitcli.Repo, branch: str, *, within: float) -> Non
     if await gitcli.resolve(repo, f"refs/heads/{name}", within=clock.left()) is None:
         return
     try:
-        await gitcli.git(
-            repo,
-            "branch",
-            "-D",
-            "--end-of-options",
-            name,
-            within=clock.left(),
-            neutralised=[],
-            env=gitcli.write_env(),
-        )
+        await gitcli.write_refs(repo, "branch", "-D", "--end-of-options", name, within=clock.left())
     except gitcli.GitTimeout:
         raise
     except gitcli.GitError:
@@ -180,7 +161,7 @@ async def commit_leftovers(worktree: Path, *, message: str, within: float) -> st
         return None
     text = message.encode() if message.endswith("\n") else f"{message}\n".encode()
     commit = (
-        await gitcli.git(
+        await gitcli.write_refs(
             repo,
             "commit-tree",
             "--no-gpg-sign",
@@ -188,22 +169,11 @@ async def commit_leftovers(worktree: Path, *, message: str, within: float) -> st
             head,
             tree,
             within=clock.left(),
-            neutralised=[],
-            env=gitcli.write_env(),
             input=text,
         )
     ).text.strip()
-    await gitcli.git(
-        repo,
-        "update-ref",
-        "-m",
-        "jct: commit what the agent left",
-        "HEAD",
-        commit,
-        head,
-        within=clock.left(),
-        neutralised=[],
-        env=gitcli.write_env(),
+    await gitcli.write_refs(
+        repo, "update-ref", "-m", "jct: commit what the agent left", "HEAD", commit, head, within=clock.left()
     )
     return commit
 
