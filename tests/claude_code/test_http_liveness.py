@@ -38,11 +38,10 @@ import pytest
 from mcp import Client
 
 from server.config import Settings
-from server.core.service import Core
 from tests.claude_code.harness import MCP_TOOLS, ROOT, ClaudeCode
 from tests.claude_code.model import Reply, Step, ToolResult, ToolUse, scripted_model
 from tests.claude_code.proxy import SESSION_HEADER, Exchange, McpProxy, mcp_proxy
-from tests.core.helpers import enqueue
+from tests.core.helpers import built_core, enqueue
 from tests.transports.conftest import call, http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -72,11 +71,8 @@ def held_env(jct_env: dict[str, str], lease: int) -> dict[str, str]:
 
 async def one_task(make_settings: Callable[..., Settings]) -> str:
     """A task enqueued through a core closed again: its id."""
-    core = Core.build(make_settings())
-    try:
+    async with built_core(make_settings()) as core:
         return await enqueue(core)
-    finally:
-        await core.db.dispose()
 
 
 def held_through_bash(claimed: dict[str, Any], claim_tool: str, complete_tool: str) -> list[Step]:
