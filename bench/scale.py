@@ -63,7 +63,8 @@ from server.core.models import Actor
 from server.core.operators import observe
 from server.core.service import Core
 from server.db import counts, feed, queries
-from server.db.claims import ClaimRequest, _decisions_sqlite, claim_on_sqlite_thread
+from server.db.claims import ClaimRequest
+from server.db.claims.sqlite import _decisions_sqlite, claim_on_sqlite_thread
 from server.db.engine import Database
 from server.db.migrate import upgrade
 from server.resources import listing as resource_listing

@@ -36,7 +36,8 @@ from server.identity import Identity, LocalIdentity, TokenIdentity
 from server.mcp import build_mcp
 from server.metrics import CONTENT_TYPE, Metrics
 from server.notify.hub import NotificationHub
-from server.sessions import SessionGuard, Sessions, session_entry, watch_revocations, watch_unclosed
+from server.session_guard import SessionGuard
+from server.sessions import Sessions, session_entry, watch_revocations, watch_unclosed
 from server.shutdown import CountRequests, Drain, Readiness
 from server.ui.app import build_ui
 from server.ui.dashboard import Dashboard

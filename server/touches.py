@@ -12,7 +12,7 @@ text before the first wildcard) already tell them apart, so `src/api/*.py` and `
 and `docs/**` do not. Conservative means a claim may wait that need not; never that two tasks editing one file
 run at once.
 
-Pure functions, no I/O: the claim (server/db/claims.py) and enqueue's check (server/core/briefings/intake.py)
+Pure functions, no I/O: the claim (server/db/claims/) and enqueue's check (server/core/briefings/intake.py)
 both use them.
 """
 

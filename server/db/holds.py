@@ -1,12 +1,12 @@
 """Touches held on a repository (DESIGN section 16): what a claim of a task with touches checks it against.
 
 A task holds its touches while it is running and while its work waits for review or in the merge queue (`merge`
-pending, queued or merging): server/db/tables.py HOLDING. The claim (server/db/claims.py) reads a repository's
+pending, queued or merging): server/db/tables.py HOLDING. The claim (server/db/claims/) reads a repository's
 holders here and hands out a task only if none of them overlaps it (server/touches.py).
 
 On PostgreSQL the read comes after a transaction-scoped advisory lock on the repository, taken in a statement
 of its own, so the claims of tasks with touches on one repository are serialised; the reasoning is in
-server/db/claims.py. SQLite's BEGIN IMMEDIATE serialises every claim already.
+server/db/claims/. SQLite's BEGIN IMMEDIATE serialises every claim already.
 """
 
 from __future__ import annotations

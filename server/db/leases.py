@@ -1,9 +1,9 @@
 """The lease's statements: the fence that renews it, the caller's run when the fence refuses, and expiry.
 
-A lease is granted by the claim (server/db/claims.py). Every later call of the claimant passes the fence
+A lease is granted by the claim (server/db/claims/). Every later call of the claimant passes the fence
 (`fence_statement`): one guarded UPDATE that renews the lease only while the caller's run is the task's
 active run and its lease is live. The same statement serves both dialects: PostgreSQL runs it through
-SQLAlchemy, SQLite as plain SQL compiled from it, inside the one-hop transaction of server/db/changes.py.
+SQLAlchemy, SQLite as plain SQL compiled from it, inside the one-hop transaction of server/db/changes/.
 
 Expiry is the sweeper's: safe in several processes at once, a run is handled by whoever's guarded UPDATE
 matches it; the others match nothing and move on.

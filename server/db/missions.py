@@ -15,7 +15,7 @@ and approvals, the other has committed. The claim never looks at dependencies at
 simply not `queued`.
 
 The steps are plain SQL both dialects run as they are: through SQLAlchemy (`approve`), or on aiosqlite's
-thread inside a one-hop transaction (`approve_sqlite`, server/db/changes.py).
+thread inside a one-hop transaction (`approve_sqlite`, server/db/changes/).
 """
 
 from __future__ import annotations
@@ -436,98 +436,3 @@ async def steps_of(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, 
         return {}
     query = select(t.tasks.c.id, t.tasks.c.step).where(t.tasks.c.id.in_(list(task_ids)), t.tasks.c.step.is_not(None))
     return {str(row["id"]): row["step"] for row in (await conn.execute(query)).mappings().all() if row["step"]}
-
-
-# --- costs and outcome (DESIGN section 17, seed 001 complete_mission) ---------------------------------------
-
-
-def _sums(runs: Any) -> list[Any]:
-    return [
-        func.coalesce(func.sum(runs.c.tokens), 0).label("tokens"),
-        func.coalesce(func.sum(runs.c.cost_usd), 0).label("cost_usd"),
-        func.coalesce(func.sum(runs.c.duration_seconds), 0).label("duration_seconds"),
-    ]
-
-
-async def spent_of(conn: AsyncConnection, mission_id: str) -> RowMapping:
-    """What the mission's runs reported spending, summed in SQL, and when the last of them ended."""
-    runs, tasks = t.runs, t.tasks
-    query = (
-        select(*_sums(runs), func.max(runs.c.ended_at).label("last_ended"))
-        .select_from(runs)
-        .join(tasks, tasks.c.id == runs.c.task_id)
-        .where(tasks.c.mission_id == mission_id)
-    )
-    row: RowMapping = (await conn.execute(query)).mappings().one()
-    return row
-
-
-async def spent_of_task(conn: AsyncConnection, task_id: str) -> RowMapping:
-    """What the task's runs reported spending, summed in SQL (ix_runs_task_id_actor_id)."""
-    query = select(*_sums(t.runs)).where(t.runs.c.task_id == task_id)
-    row: RowMapping = (await conn.execute(query)).mappings().one()
-    return row
-
-
-async def files_changed_of(conn: AsyncConnection, run_ids: Sequence[str]) -> Sequence[RowMapping]:
-    """The verified changes (files_changed) of these runs, those that have them."""
-    if not run_ids:
-        return []
-    runs = t.runs
-    query = (
-        select(runs.c.id, runs.c.task_id, runs.c.files_changed)
-        .where(runs.c.id.in_(list(run_ids)), runs.c.files_changed.is_not(None))
-        .order_by(runs.c.ended_at, runs.c.id)
-    )
-    return (await conn.execute(query)).mappings().all()
-
-
-# The review decisions that passed a gate by an admin's override (server/core/review/reviews.py).
-OVERRIDES = ("review.overridden", "review.submitted")
-
-
-async def overrides_of(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
-    """Reviews of the mission's work made by an override (a gate out of rounds, or its reviewer rule): the audit
-    rows of its evidence packs (ix_audit_log_entity_kind_entity_id_id) whose `after` names an override_reason."""
-    packs, tasks, log = t.evidence_packs, t.tasks, t.audit_log
-    query = (
-        select(packs.c.task_id, log.c.action, log.c.after)
-        .select_from(tasks)
-        .join(packs, packs.c.task_id == tasks.c.id)
-        .join(log, (log.c.entity_kind == "EvidencePack") & (log.c.entity_id == packs.c.id))
-        .where(tasks.c.mission_id == mission_id, log.c.action.in_(OVERRIDES))
-        .order_by(log.c.id)
-    )
-    rows = (await conn.execute(query)).mappings().all()
-    return [row for row in rows if isinstance(row["after"], dict) and row["after"].get("override_reason")]
-
-
-async def spent_missions(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
-    """Active missions whose budget is spent while tasks of theirs are queued: each with its first queued task in
-    claim order and how many wait. Walks the active missions (ix_missions_status_created_at_id) only."""
-    missions, tasks = t.missions, t.tasks
-    spent = (missions.c.spent_cost_usd >= missions.c.max_cost_usd) | (missions.c.spent_tokens >= missions.c.max_tokens)
-    waiting = (
-        select(func.count())
-        .where(tasks.c.mission_id == missions.c.id, tasks.c.status == TaskStatus.QUEUED)
-        .scalar_subquery()
-    )
-    first = (
-        select(tasks.c.id)
-        .where(tasks.c.mission_id == missions.c.id, tasks.c.status == TaskStatus.QUEUED)
-        .order_by(tasks.c.priority, tasks.c.queued_at, tasks.c.id)
-        .limit(1)
-        .scalar_subquery()
-    )
-    found = (
-        select(missions, waiting.label("waiting"), first.label("first_task_id"))
-        .where(missions.c.status == MissionStatus.ACTIVE, spent)
-        .subquery()
-    )
-    query = (
-        select(found, tasks.c.objective, tasks.c.queued_at)
-        .join(tasks, tasks.c.id == found.c.first_task_id)
-        .order_by(found.c.created_at, found.c.id)
-        .limit(limit)
-    )
-    return (await conn.execute(query)).mappings().all()

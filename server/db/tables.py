@@ -220,7 +220,8 @@ missions = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("completed_at", UTCDateTime, nullable=True),
     # The budget (DESIGN section 17; NULL: none) and what its runs reported spending, added in the transaction of
-    # each report: once spent reaches a budget, claims pass the mission's tasks over (server/db/claims.py SPENT).
+    # each report: once spent reaches a budget, claims pass the mission's tasks over (server/db/claims/request.py
+    # SPENT).
     Column("max_cost_usd", Float, nullable=True),
     Column("max_tokens", BigInteger, nullable=True),
     Column("spent_cost_usd", Float, nullable=False, server_default="0"),

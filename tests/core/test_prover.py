@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from server.core.review.logs import diff_files, parse_test_summary
 from server.core.review.prover import (
     Check,
     CriterionClaim,
@@ -11,8 +12,6 @@ from server.core.review.prover import (
     ProverArtifact,
     ProverInput,
     auto_approves,
-    diff_files,
-    parse_test_summary,
     prove,
     resolve_claims,
 )

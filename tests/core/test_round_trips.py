@@ -55,7 +55,7 @@ async def test_a_task_jct_cannot_verify_completes_in_one_transaction(make_settin
 
 
 async def test_completions_of_one_shape_share_a_statement_and_each_writes_its_own_values(core: Core) -> None:
-    """The completion's writes are built once per shape and reused (server/db/changes.py): the second completion
+    """The completion's writes are built once per shape and reused (server/db/changes/): the second completion
     must still write its own run's summary, status and end time, never the first's."""
     executed: list[Any] = []
 

@@ -1,4 +1,4 @@
-"""PostgreSQL's writes of a change to a claimed task are one statement kept per shape (server/db/changes.py
+"""PostgreSQL's writes of a change to a claimed task are one statement kept per shape (server/db/changes/
 `_WriteShape`) and reused with each call's parameters. Lists of writes that differ must never share one, and a
 value that cannot be a parameter of a kept statement is built for its own call."""
 
@@ -15,6 +15,7 @@ from sqlalchemy.exc import StatementError
 from server.core.service import Core
 from server.db import changes
 from server.db import tables as t
+from server.db.changes import postgres
 from tests.core.helpers import enqueue
 
 pytestmark = [pytest.mark.anyio, pytest.mark.dialects("postgresql")]
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.dialects("postgresql")]
 
 async def write(core: Core, writes: Sequence[changes.Insert | changes.Update | changes.Spend]) -> None:
     async with core.db.write() as conn:
-        await changes._write_postgres(conn, writes)
+        await postgres.write_postgres(conn, writes)
 
 
 def audit(action: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from server.config import Settings
-from server.core.git import gitcli
+from server.core.git import diffs, gitcli
 from server.core.git.repos import Repos, looks_local
 from server.errors import ErrorCode, JctError
 from tests.git.repo import Work, alive, bare_clone
@@ -59,7 +59,7 @@ async def test_resolve_and_ancestry_on_a_real_repository(tmp_path: Path) -> None
     assert await gitcli.resolve(repo, "nope", within=10) is None
     assert await gitcli.is_ancestor(repo, base, head, within=10)
     assert not await gitcli.is_ancestor(repo, head, base, within=10)
-    changes, cut = await gitcli.changed_files(repo, base, head, within=10)
+    changes, cut = await diffs.changed_files(repo, base, head, within=10)
     assert not cut
     assert [c.as_dict() for c in changes] == [{"path": "src/app.py", "status": "M", "added": 1, "removed": 1}]
 
@@ -86,7 +86,7 @@ async def test_the_repository_config_runs_no_program(tmp_path: Path) -> None:
     work.git("config", "diff.external", f"sh -c 'touch {marker}'")
     work.write("src/app.py", "changed\n")
     repo = gitcli.Repo(work.path, worktree=True)
-    changes, _ = await gitcli.changed_files(repo, work.head(), None, within=10)
+    changes, _ = await diffs.changed_files(repo, work.head(), None, within=10)
     assert [c.path for c in changes] == ["src/app.py"]
     await gitcli.git(repo, "diff", "--no-ext-diff", within=10)
     assert not marker.exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from server.config import Settings
-from server.core.git import gitcli, merges, workspaces
+from server.core.git import checks, diffs, gitcli, merges, workspaces
 from server.core.git.repos import Repos
 from tests.git.repo import Work, git
 
@@ -59,8 +59,8 @@ async def test_a_local_trees_clean_filter_and_fsmonitor_never_run(tmp_path: Path
     assert place is not None
     assert place.local_tree
 
-    changes, _ = await gitcli.changed_files(place.repo, base, None, within=30)
-    untracked, _ = await gitcli.untracked_files(place.repo, within=30)
+    changes, _ = await diffs.changed_files(place.repo, base, None, within=30)
+    untracked, _ = await diffs.untracked_files(place.repo, within=30)
     await gitcli.git(place.repo, "diff", "--no-ext-diff", "--stat", "--end-of-options", base, within=30)
 
     assert {c.path for c in changes} == {".gitattributes", "notes.txt", "data.bin"}
@@ -122,7 +122,7 @@ async def test_a_submodules_own_filter_never_runs(tmp_path: Path) -> None:
     clean_ran.unlink(missing_ok=True)
     repo = gitcli.Repo(work.path, worktree=True)
 
-    await gitcli.changed_files(repo, base, None, within=30)
+    await diffs.changed_files(repo, base, None, within=30)
 
     assert not clean_ran.exists()
 
@@ -183,7 +183,7 @@ async def test_no_hook_runs_while_jct_integrates(tmp_path: Path) -> None:
     assert await merges.move_ref(repo, "run", replayed.commit, head, within=30)
     assert await merges.fast_forward(work.path, replayed.commit, within=30)
     assert await merges.push(repo, str(remote), replayed.commit, "main", within=30)
-    checked = await merges.run_check(
+    checked = await checks.run_check(
         repo, replayed.commit, "true", scratch=tmp_path / "scratch", timeout=60, max_bytes=100
     )
     assert checked.ok
@@ -251,7 +251,7 @@ async def test_a_checkout_whose_files_need_a_filter_is_not_moved_and_no_filter_r
     path = tmp_path / "wt"
     await workspaces.create(repo, branch="jct/run-1", base=new, path=path, within=30)
     assert (path / "notes.txt").read_text() == "changed on next\n"
-    checked = await merges.run_check(repo, new, "cat notes.txt", scratch=tmp_path / "s", timeout=60, max_bytes=100)
+    checked = await checks.run_check(repo, new, "cat notes.txt", scratch=tmp_path / "s", timeout=60, max_bytes=100)
 
     assert checked.output == "changed on next\n"
     assert [m.name for m in markers if m.exists()] == []

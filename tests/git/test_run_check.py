@@ -1,4 +1,4 @@
-"""A check command in a scratch worktree (merges.run_check), on real repositories and real processes: its
+"""A check command in a scratch worktree (checks.run_check), on real repositories and real processes: its
 verdict, its output's tail, its timeout, a flood of output, cancellation; the worktree never outlives it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from server.core.git import gitcli, merges
+from server.core.git import checks, gitcli
 from tests.git.repo import Work, alive, bare_clone
 
 pytestmark = pytest.mark.anyio
@@ -23,10 +23,10 @@ def only_main(work: Work) -> None:
 
 async def run_check(
     work: Work, commit: str, command: str, *, scratch: Path, timeout: float = 60, max_bytes: int = 10_000
-) -> merges.Checked:
-    """merges.run_check of `command` at `commit` of `work`'s repository."""
+) -> checks.Checked:
+    """checks.run_check of `command` at `commit` of `work`'s repository."""
     repo = gitcli.Repo(work.path, worktree=True)
-    return await merges.run_check(repo, commit, command, scratch=scratch, timeout=timeout, max_bytes=max_bytes)
+    return await checks.run_check(repo, commit, command, scratch=scratch, timeout=timeout, max_bytes=max_bytes)
 
 
 async def gone(pid: int) -> None:
@@ -44,7 +44,7 @@ async def test_a_passing_check_runs_at_the_commit_and_its_worktree_is_removed(tm
 
     checked = await run_check(work, first, "cat README.md; pwd", scratch=scratch)
 
-    assert checked == merges.Checked(ok=True, output=f"hello\n{scratch}\n", timed_out=False)
+    assert checked == checks.Checked(ok=True, output=f"hello\n{scratch}\n", timed_out=False)
     assert not scratch.exists()
     only_main(work)
 
@@ -52,7 +52,7 @@ async def test_a_passing_check_runs_at_the_commit_and_its_worktree_is_removed(tm
 async def test_a_failing_check_keeps_stdout_and_stderr(tmp_path: Path) -> None:
     work = Work(tmp_path / "w")
     bare = bare_clone(work.path, tmp_path / "b.git")
-    checked = await merges.run_check(
+    checked = await checks.run_check(
         gitcli.Repo(bare),
         work.head(),
         "echo out; echo err >&2; exit 3",
@@ -60,7 +60,7 @@ async def test_a_failing_check_keeps_stdout_and_stderr(tmp_path: Path) -> None:
         timeout=60,
         max_bytes=10_000,
     )
-    assert checked == merges.Checked(ok=False, output="out\nerr\n", timed_out=False)
+    assert checked == checks.Checked(ok=False, output="out\nerr\n", timed_out=False)
     assert not (tmp_path / "scratch").exists()
     assert work.git("--git-dir", str(bare), "worktree", "list").count("\n") == 0
 
@@ -77,7 +77,7 @@ async def test_a_hanging_check_is_killed_at_its_timeout_with_its_children(tmp_pa
         timeout=1,
     )
 
-    assert checked == merges.Checked(ok=False, output="started\n", timed_out=True)
+    assert checked == checks.Checked(ok=False, output="started\n", timed_out=True)
     await gone(int(pidfile.read_text()))
     assert not (tmp_path / "scratch").exists()
     only_main(work)
@@ -89,7 +89,7 @@ async def test_what_a_check_leaves_running_is_killed_when_it_exits(tmp_path: Pat
     checked = await run_check(
         work, work.head(), f"sleep 600 & echo $! > {pidfile}; echo done", scratch=tmp_path / "scratch"
     )
-    assert checked == merges.Checked(ok=True, output="done\n", timed_out=False)
+    assert checked == checks.Checked(ok=True, output="done\n", timed_out=False)
     await gone(int(pidfile.read_text()))
 
 
@@ -161,4 +161,4 @@ async def test_the_check_does_not_see_jcts_git_environment(tmp_path: Path, monke
     work = Work(tmp_path / "w")
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
     checked = await run_check(work, work.head(), "git rev-parse HEAD", scratch=tmp_path / "scratch")
-    assert checked == merges.Checked(ok=True, output=f"{work.head()}\n", timed_out=False)
+    assert checked == checks.Checked(ok=True, output=f"{work.head()}\n", timed_out=False)

@@ -84,10 +84,10 @@ async def test_create_and_list_wait_for_a_worktree_another_git_is_still_making(t
     with pytest.raises(gitcli.GitError, match="commondir"):  # what git itself does meanwhile
         await gitcli.git(repo, "worktree", "list", within=30)
     path = tmp_path / "worktrees" / "api-12345678" / RUN
-    listed: list[gitcli.Worktree] = []
+    listed: list[workspaces.Worktree] = []
 
     async def list_them() -> None:
-        listed.extend(await gitcli.worktrees(repo, within=30))
+        listed.extend(await workspaces.worktrees(repo, within=30))
 
     async def make() -> None:
         await workspaces.create(repo, branch=workspaces.branch_name(RUN), base=work.head(), path=path, within=30)
@@ -113,7 +113,7 @@ async def test_concurrent_creates_on_one_repository_all_make_their_worktree(tmp_
     async def make(run: str) -> None:
         await workspaces.create(repo, branch=workspaces.branch_name(run), base=work.head(), path=root / run, within=30)
 
-    for round in range(3):  # twelve at once failed about once a round before `gitcli.worktree` tried again
+    for round in range(3):  # twelve at once failed about once a round before `workspaces.worktree` tried again
         runs = [f"{round}{n:07d}-1d2a-4c3b-9e8f-0a1b2c3d4e5f" for n in range(12)]
         async with anyio.create_task_group() as group:
             for run in runs:
@@ -127,7 +127,7 @@ async def test_create_without_a_path_makes_only_the_branch(tmp_path: Path) -> No
     bare = gitcli.Repo(bare_clone(work.path, tmp_path / "b.git"))
     await workspaces.create(bare, branch="jct/run-1", base=work.head(), path=None, within=30)
     assert await gitcli.resolve(bare, "jct/run-1", within=30) == work.head()
-    assert await gitcli.worktrees(bare, within=30) == [gitcli.Worktree(path=bare.path, bare=True)]
+    assert await workspaces.worktrees(bare, within=30) == [workspaces.Worktree(path=bare.path, bare=True)]
 
 
 async def test_create_never_moves_a_branch_that_exists_elsewhere(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ async def test_remove_takes_the_worktree_and_its_changes_and_is_quiet_when_gone(
     await workspaces.remove(repo, path, within=30)
 
     assert not path.exists()
-    assert len(await gitcli.worktrees(repo, within=30)) == 1
+    assert len(await workspaces.worktrees(repo, within=30)) == 1
     assert work.head("jct/run-1") == work.head()  # the branch stays until its work is merged
 
 
@@ -278,4 +278,4 @@ async def test_stale_lists_the_worktrees_of_runs_that_ended(tmp_path: Path) -> N
     for path in found:
         await workspaces.remove(repo, path, within=30)
     assert await workspaces.stale(repo, root, {running}, within=30) == []
-    assert {t.path.name for t in await gitcli.worktrees(repo, within=30)} == {"w", running, "run-e", "run-f"}
+    assert {t.path.name for t in await workspaces.worktrees(repo, within=30)} == {"w", running, "run-e", "run-f"}

@@ -103,5 +103,5 @@ async def with_feedback(
 
 
 def feedback_write(issue_id: str, ts: ColumnElement[datetime], entry: Mapping[str, Any]) -> fenced.NewVersion:
-    """The same new version as a write of a fenced change (server/db/changes.py): a completion sent back."""
+    """The same new version as a write of a fenced change (server/db/changes/): a completion sent back."""
     return fenced.NewVersion(issue_id, partial(next_packet, ts=ts, feedback=entry))

@@ -1,6 +1,6 @@
 """The lease rule (DESIGN sections 3 and 10): who may act on a claimed task, and why a late call may not.
 
-A claim grants a lease on one run (server/db/claims.py). Every later call on the task (report, progress,
+A claim grants a lease on one run (server/db/claims/). Every later call on the task (report, progress,
 complete, release) acts on one run: the `run_id` it names, else the run its agent claimed through the same
 connection. It passes the fence (server/db/leases.py `fence_statement`) only while that run is the task's
 active run, its lease is live, and the caller is its claimant; passing renews the lease. A late call gets

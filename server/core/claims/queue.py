@@ -309,7 +309,7 @@ async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
 
 
 def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The flat claim row (task, run, briefing; see server/db/claims.py) as Claim fields."""
+    """The flat claim row (task, run, briefing; see server/db/claims/) as Claim fields."""
     packet = {key.removeprefix("packet_"): value for key, value in row.items() if key.startswith("packet_")}
     snapshot = {key.removeprefix("snapshot_"): value for key, value in row.items() if key.startswith("snapshot_")}
     snapshot_row = snapshot if snapshot["id"] is not None else None

@@ -2,7 +2,7 @@
 
 Every call that changes something passes the fence first (the rule: server/core/claims/leases.py): the caller's
 run must be the task's active run with a live lease. Passing it renews the lease. The fence, the facts a change
-reads and its writes are one transaction: `changes.apply` (server/db/changes.py).
+reads and its writes are one transaction: `changes.apply` (server/db/changes/).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ async def report_artifact(
         size = digest = None
         stored_uri = uri
         if staged is not None:
-            stored = core.store.place(run["id"], staged)  # off the event loop (server/db/changes.py)
+            stored = core.store.place(run["id"], staged)  # off the event loop (server/db/changes/)
             stored_uri, size, digest = stored.uri, stored.size_bytes, stored.sha256
         assert stored_uri is not None
         artifact = {

@@ -4,10 +4,10 @@ from the event loop's thread; a function that runs several hands them to one thr
 Why the CLI (bench/git_access.py, bench/results/git_access.md): on a repository of 10,000 files and 5,000
 commits it is within 1.3x of pygit2 and 4x faster than dulwich on a large diff, the fastest on logs, and a
 command past its timeout or output cap can be killed (a library call in a thread cannot); it needs no wheel.
-The reads are here (and `fetch` into JCT's own cache); integration's writes (merges.py: replay, ref updates,
-pushes; workspaces.py: branches, worktrees, commits) run through the same `Batch.git`, with `write_env()` (JCT
-commits as "JCT <jct@localhost>") and the same neutralised configuration. Each command has a timeout and a
-cap on what it may print.
+The reads are here (diffs.py parses `git diff`; repos.py fetches into JCT's own cache); integration's writes
+(merges.py: replay, ref updates, pushes; workspaces.py: branches, worktrees, commits) run through the same
+`Batch.git`, with `write_env()` (JCT commits as "JCT <jct@localhost>") and the same neutralised configuration.
+Each command has a timeout and a cap on what it may print.
 
 What a caller passes is checked before git sees it: a ref never starts with `-` and has no `..`; a path is
 relative, without `..`; refs go after `--end-of-options`, paths after `--` with literal pathspecs. The
@@ -18,14 +18,12 @@ check or signing, credential helper, askpass or transport (a push keeps the oper
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 
@@ -405,225 +403,5 @@ async def is_ancestor(repo: Repo, ancestor: str, descendant: str, *, within: flo
     return out.returncode == 0
 
 
-@dataclass(frozen=True)
-class FileChange:
-    path: str
-    # A added, M modified, D deleted, R renamed (old_path set), C copied, T type changed, U unmerged
-    status: str
-    added: int | None  # None for a binary file
-    removed: int | None
-    old_path: str | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        row: dict[str, object] = {
-            "path": self.path,
-            "status": self.status,
-            "added": self.added,
-            "removed": self.removed,
-        }
-        if self.old_path is not None:
-            row["old_path"] = self.old_path
-        return row
-
-
-_DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
-
-
-async def changed_files(
-    repo: Repo,
-    base: str,
-    head: str | None,
-    *,
-    within: float,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    paths: Sequence[str] = (),
-) -> tuple[list[FileChange], bool]:
-    """Files changed from `base` to `head` (to the working tree when head is None), under `paths` when given, and
-    whether the list was cut."""
-    revs = [base] if head is None else [base, head]
-    status_out = await git(
-        repo,
-        "diff",
-        *_DIFF_FLAGS,
-        "--name-status",
-        "-z",
-        "--end-of-options",
-        *revs,
-        "--",
-        *paths,
-        within=within,
-        max_bytes=max_bytes,
-    )
-    numstat_out = await git(
-        repo,
-        "diff",
-        *_DIFF_FLAGS,
-        "--numstat",
-        "-z",
-        "--end-of-options",
-        *revs,
-        "--",
-        *paths,
-        within=within,
-        max_bytes=max_bytes,
-    )
-    counts = _parse_numstat(numstat_out.stdout)
-    changes = []
-    for status, path, old in _parse_name_status(status_out.stdout):
-        added, removed = counts.get(path, (None, None))
-        changes.append(FileChange(path, status, added, removed, old))
-    return changes, status_out.truncated or numstat_out.truncated
-
-
 def fields(raw: bytes) -> list[str]:
     return [f.decode("utf-8", errors="replace") for f in raw.split(b"\0")]
-
-
-def _parse_name_status(raw: bytes) -> list[tuple[str, str, str | None]]:
-    parts = fields(raw)
-    out: list[tuple[str, str, str | None]] = []
-    i = 0
-    while i < len(parts) and parts[i]:
-        code = parts[i]
-        letter = code[:1]
-        if letter in ("R", "C") and i + 2 < len(parts):
-            out.append((letter, parts[i + 2], parts[i + 1]))
-            i += 3
-        elif i + 1 < len(parts):
-            out.append((letter, parts[i + 1], None))
-            i += 2
-        else:
-            break
-    return out
-
-
-def _parse_numstat(raw: bytes) -> dict[str, tuple[int | None, int | None]]:
-    parts = fields(raw)
-    counts: dict[str, tuple[int | None, int | None]] = {}
-    i = 0
-    while i < len(parts) and parts[i]:
-        columns = parts[i].split("\t")
-        if len(columns) < 3:
-            break
-        added = int(columns[0]) if columns[0].isdigit() else None
-        removed = int(columns[1]) if columns[1].isdigit() else None
-        if columns[2]:
-            counts[columns[2]] = (added, removed)
-            i += 1
-        elif i + 2 < len(parts):  # a rename: old and new path follow as their own fields
-            counts[parts[i + 2]] = (added, removed)
-            i += 3
-        else:
-            break
-    return counts
-
-
-async def untracked_files(repo: Repo, *, within: float, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[list[str], bool]:
-    out = await git(repo, "ls-files", "--others", "--exclude-standard", "-z", within=within, max_bytes=max_bytes)
-    names = [f for f in fields(out.stdout) if f]
-    if out.truncated and names:
-        names.pop()  # the last name may be cut
-    return names, out.truncated
-
-
-async def fetch(repo: Repo, url: str, *, within: float, max_bytes: int) -> None:
-    """Bring `url`'s branches into JCT's bare cache `repo`, within a timeout and a cap on the cache's size
-    (a force-pushed branch is followed: `+`)."""
-    if not (repo.path / "HEAD").is_file():
-        repo.path.mkdir(parents=True, exist_ok=True)
-        await run([GIT, "init", "--bare", "--quiet", str(repo.path)], within=within)
-    args = [
-        *repo.base_args(),
-        "fetch",
-        "--quiet",
-        "--prune",
-        "--no-tags",
-        "--end-of-options",
-        url,
-        "+refs/heads/*:refs/heads/*",
-    ]
-    over = False
-
-    async def watch(scope: anyio.CancelScope) -> None:
-        nonlocal over
-        while True:
-            await anyio.sleep(0.2)
-            if await anyio.to_thread.run_sync(_tree_bytes, repo.path) > max_bytes:
-                over = True
-                scope.cancel()
-                return
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch, tg.cancel_scope)
-        try:
-            await run(args, within=within, remote=True)
-        finally:
-            tg.cancel_scope.cancel()
-    if over or await anyio.to_thread.run_sync(_tree_bytes, repo.path) > max_bytes:
-        raise GitError(f"fetching {url} passed the cap of {max_bytes} bytes (JCT_GIT_FETCH_MAX_BYTES)")
-
-
-def _tree_bytes(root: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total
-
-
-@dataclass(frozen=True)
-class Worktree:
-    """One entry of `git worktree list`: the main working tree (or the bare repository itself), or a linked one."""
-
-    path: Path
-    head: str | None = None  # None for a bare repository or an unborn branch
-    branch: str | None = None  # "refs/heads/<name>"; None when detached or bare
-    bare: bool = False
-    prunable: bool = False  # a linked worktree whose directory is gone (`git worktree prune` forgets it)
-
-
-# A `git worktree` command reads every linked worktree's records (to list them, or to see whether a branch is
-# checked out elsewhere before adding one); one that `git worktree add` is making at that moment (another
-# claim, another server process) may have its `commondir` file created but not yet written, and the reader
-# dies on it before changing anything. Measured: ten concurrent adds on one repository, one in six failed.
-_WORKTREE_RACE = re.compile(r"failed to read \S*worktrees/[^/\s]+/commondir")
-_WORKTREE_TRIES = 12  # 10 ms doubling up to 200 ms between tries: about 1.5 s in all
-
-
-async def worktree(repo: Repo, *args: str, within: float, **options: Any) -> Output:
-    """`git worktree <args>` (options as for `git`), run again while it dies on a worktree another git is still
-    making (the race above), within the same `within`."""
-    clock = Clock(within)
-    for attempt in range(_WORKTREE_TRIES):
-        try:
-            return await git(repo, "worktree", *args, within=clock.left(), **options)
-        except GitError as exc:
-            if isinstance(exc, GitTimeout) or attempt == _WORKTREE_TRIES - 1 or not _WORKTREE_RACE.search(exc.stderr):
-                raise
-        await anyio.sleep(min(0.01 * 2**attempt, 0.2, clock.left()))
-    raise AssertionError("unreachable")
-
-
-async def worktrees(repo: Repo, *, within: float) -> list[Worktree]:
-    """The repository's working trees, main first (a bare repository lists itself, then its linked ones)."""
-    out = await worktree(repo, "list", "--porcelain", "-z", within=within, neutralised=[])
-    found: list[Worktree] = []
-    attrs: dict[str, str] = {}
-    for field in [*fields(out.stdout), ""]:
-        if field:
-            key, _, value = field.partition(" ")
-            attrs[key] = value
-            continue
-        if "worktree" in attrs:
-            found.append(
-                Worktree(
-                    path=Path(attrs["worktree"]),
-                    head=attrs.get("HEAD") or None,
-                    branch=attrs.get("branch") or None,
-                    bare="bare" in attrs,
-                    prunable="prunable" in attrs,
-                )
-            )
-        attrs = {}
-    return found

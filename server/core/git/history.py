@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.core import results
-from server.core.git import gitcli
+from server.core.git import diffs, gitcli
 from server.core.git.repos import Place
 from server.core.models import Limits, check_text, parse_run_id
 from server.core.service import Core, decode_cursor, encode_cursor
@@ -192,7 +192,7 @@ async def git_diff(
 async def _files(core: Core, place: Place, base: str, head: str | None, path: str | None) -> list[results.GitFile]:
     """A diff's files (path, status, lines added and removed), read with its text: what a reader scans first."""
     try:
-        changes, _ = await gitcli.changed_files(
+        changes, _ = await diffs.changed_files(
             place.repo, base, head, within=core.settings.git_timeout_seconds, paths=_paths(path)
         )
     except gitcli.GitError as exc:

@@ -1,6 +1,6 @@
 """Integration's git mechanics (DESIGN section 16): replay a run's commits on the target, move the target with a
-compare-and-swap or a push that is not forced, keep a checkout of the target in step with its files, and run a
-check command in a scratch worktree.
+compare-and-swap or a push that is not forced, and keep a checkout of the target in step with its files (the
+check command, in a scratch worktree, is checks.py).
 
 Pure functions over git (gitcli.py); the merge queue, the integrator's lease and the claim and completion hooks
 are the caller's. `replay` touches objects only (`git merge-tree --write-tree`, `git commit-tree`), never a
@@ -10,35 +10,21 @@ Nothing here runs a hook, a filter, a merge driver or gpg (gitcli.py's `_CONFIG`
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import signal
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
-
-import anyio
-from anyio.abc import Process
 
 from server.core.git import gitcli, workspaces
 from server.core.text import has_control
 from server.errors import invalid
 
-log = logging.getLogger(__name__)
-
 Strategy = Literal["rebase", "merge", "squash"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 # The message of the throw-away commit that stands for "the tip, as if its parent were the replayed commit's".
 _STAND_IN = b"jct: replay base\n"
-# How long the git commands around a check (worktree add, remove, prune) may take, unless the caller says.
-_CHECK_GIT_SECONDS = 120.0
-# After a check command exits, how long what it left running may keep its output open before it is cut.
-_DRAIN_SECONDS = 2.0
 
 
-def _sha(value: str, field: str) -> str:
+def sha(value: str, field: str) -> str:
     if not isinstance(value, str) or not gitcli.SHA.match(value):
         raise invalid(f"{field} must be a full commit id (40 or 64 hex digits).", f"Pass {field} as a commit id.")
     return value
@@ -250,8 +236,8 @@ async def move_ref(
     when the ref is not `old` any more (someone moved it: replay on the new head and try again). Raises
     gitcli.Locked when git's lock on the ref is held (`<ref>.lock` or `packed-refs.lock`, maybe stale)."""
     name = branch_ref(ref)
-    _sha(new, "new")
-    _sha(old, "old")
+    sha(new, "new")
+    sha(old, "old")
     clock = gitcli.Clock(within)
     return await gitcli.in_thread(lambda g: _move_ref(g, repo, name, new, old, message, clock))
 
@@ -303,7 +289,7 @@ async def push(repo: gitcli.Repo, url: str, new: str, ref: str, *, within: float
     if not isinstance(url, str) or not url or url.startswith("-") or has_control(url):
         raise invalid("url must be a repository URL or path, not an option.", "Pass the location's URL.")
     name = branch_ref(ref)
-    _sha(new, "new")
+    sha(new, "new")
     out = await gitcli.git(
         repo,
         "push",
@@ -337,7 +323,7 @@ async def checkout_of(repo: gitcli.Repo, ref: str, *, within: float) -> Path | N
     """The working tree (the main one or a linked worktree) that has `refs/heads/<ref>` checked out, else None
     (one whose directory is gone counts as none)."""
     name = branch_ref(ref)
-    for tree in await gitcli.worktrees(repo, within=within):
+    for tree in await workspaces.worktrees(repo, within=within):
         if tree.branch == name and not tree.bare and not tree.prunable:
             return tree.path
     return None
@@ -370,7 +356,7 @@ async def fast_forward(worktree: Path, new: str, *, within: float, branch: str |
     there), when local changes or untracked files would be overwritten, or when `branch` is given and is not
     the one checked out any more. Raises gitcli.Locked when the worktree's `index.lock` is there, Filtered
     when a file it would write has a filter driver."""
-    _sha(new, "new")
+    sha(new, "new")
     clock = gitcli.Clock(within)
     repo = gitcli.Repo(worktree, worktree=True)
     gitcli.check_index_lock(worktree)
@@ -447,119 +433,3 @@ async def _filtered(
     )
     fields = gitcli.fields(out.stdout)
     return any(value in filters for value in fields[2::3])
-
-
-# --- the check command -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Checked:
-    ok: bool
-    output: str  # the tail, at most max_bytes
-    timed_out: bool
-
-
-async def run_check(
-    repo: gitcli.Repo,
-    commit: str,
-    command: str,
-    *,
-    scratch: Path,
-    timeout: float,  # noqa: ASYNC109 - the command's own time limit, not the call's: git has `within`
-    max_bytes: int,
-    within: float = _CHECK_GIT_SECONDS,
-) -> Checked:
-    """Run `command` (`sh -c`) in a scratch worktree at `scratch`, detached at `commit`: ok when it exits 0
-    within `timeout` seconds. Its standard output and error, merged, are read as they come and only their
-    last `max_bytes` kept (a command that floods its output costs no memory). It runs in its own process
-    group, killed whole at the timeout, on cancellation, and once the command exits (what it left running).
-    The worktree is removed afterwards whatever happened, cancellation included; `scratch` is JCT's: a
-    directory left there by an earlier crash is removed first. `within` bounds the git commands around it."""
-    _sha(commit, "commit")
-    await workspaces.remove(repo, scratch, within=within)
-    try:
-        await anyio.Path(scratch.parent).mkdir(parents=True, exist_ok=True)
-        await gitcli.worktree(
-            repo,
-            "add",
-            "--detach",
-            "--quiet",
-            "--end-of-options",
-            str(scratch),
-            commit,
-            within=within,
-            neutralised=await gitcli.neutral(repo, within=within),
-            env=gitcli.write_env(),
-        )
-        return await _run_command(command, scratch, timeout, max_bytes)
-    finally:
-        with anyio.CancelScope(shield=True):
-            try:
-                await workspaces.remove(repo, scratch, within=within)
-            except gitcli.GitError as exc:  # the verdict stands; the next check there removes it first
-                log.warning("scratch worktree %s not removed: %s", scratch, exc)
-
-
-async def _run_command(command: str, cwd: Path, seconds: float, max_bytes: int) -> Checked:
-    tail = bytearray()
-    cut = False
-    timed_out = False
-    process: Process | None = None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    try:
-        process = await anyio.open_process(
-            ["sh", "-c", command],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        stream = process.stdout
-        assert stream is not None
-
-        drained = anyio.Event()
-
-        async def read() -> None:
-            nonlocal cut
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                async for chunk in stream:
-                    tail.extend(chunk)
-                    if len(tail) > max_bytes:
-                        del tail[: len(tail) - max_bytes]
-                        cut = True
-            drained.set()
-
-        with anyio.move_on_after(seconds) as deadline:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(read)
-                await process.wait()
-                # What the command left running in its group goes with it; then its output ends.
-                _kill_group(process)
-                with anyio.move_on_after(_DRAIN_SECONDS):
-                    await drained.wait()
-                tg.cancel_scope.cancel()
-        timed_out = deadline.cancelled_caught
-    finally:
-        if process is not None:
-            with anyio.CancelScope(shield=True):
-                _kill_group(process)
-                if process.returncode is None:
-                    await process.wait()
-                await process.aclose()
-    ok = not timed_out and process.returncode == 0
-    return Checked(ok=ok, output=_tail_text(tail, cut), timed_out=timed_out)
-
-
-def _kill_group(process: Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-def _tail_text(tail: bytearray, cut: bool) -> str:
-    """The kept bytes as text, without the broken character a cut may have left at the start."""
-    start = 0
-    while cut and start < min(len(tail), 3) and tail[start] & 0xC0 == 0x80:
-        start += 1
-    return bytes(tail[start:]).decode("utf-8", errors="replace")

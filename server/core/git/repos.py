@@ -13,6 +13,7 @@ under its configured location. With tokens on, a `target_repo` that is a local p
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -137,9 +138,7 @@ class Repos:
             if have and (max_age is None or age < max_age):
                 return
             try:
-                await gitcli.fetch(
-                    place.repo, place.url, within=self.timeout, max_bytes=self.settings.git_fetch_max_bytes
-                )
+                await fetch(place.repo, place.url, within=self.timeout, max_bytes=self.settings.git_fetch_max_bytes)
             except gitcli.GitError as exc:
                 raise unavailable(place.name, str(exc)) from None
             self._fetched[key] = time.monotonic()
@@ -345,3 +344,49 @@ def unavailable(name: str, why: str) -> JctError:
         "Check that the repository exists at its configured location (JCT_REPOS) and that JCT may read it, "
         "or push your work there; then call again.",
     )
+
+
+async def fetch(repo: gitcli.Repo, url: str, *, within: float, max_bytes: int) -> None:
+    """Bring `url`'s branches into JCT's bare cache `repo`, within a timeout and a cap on the cache's size
+    (a force-pushed branch is followed: `+`)."""
+    if not (repo.path / "HEAD").is_file():
+        repo.path.mkdir(parents=True, exist_ok=True)
+        await gitcli.run([gitcli.GIT, "init", "--bare", "--quiet", str(repo.path)], within=within)
+    args = [
+        *repo.base_args(),
+        "fetch",
+        "--quiet",
+        "--prune",
+        "--no-tags",
+        "--end-of-options",
+        url,
+        "+refs/heads/*:refs/heads/*",
+    ]
+    over = False
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        nonlocal over
+        while True:
+            await anyio.sleep(0.2)
+            if await anyio.to_thread.run_sync(_tree_bytes, repo.path) > max_bytes:
+                over = True
+                scope.cancel()
+                return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch, tg.cancel_scope)
+        try:
+            await gitcli.run(args, within=within, remote=True)
+        finally:
+            tg.cancel_scope.cancel()
+    if over or await anyio.to_thread.run_sync(_tree_bytes, repo.path) > max_bytes:
+        raise gitcli.GitError(f"fetching {url} passed the cap of {max_bytes} bytes (JCT_GIT_FETCH_MAX_BYTES)")
+
+
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total

@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from server.core.git import gitcli
+from server.core.git import diffs, gitcli
 from server.core.git.repos import Place
 from server.core.service import Core
 from server.db.records import Run, Task
@@ -117,22 +117,22 @@ async def files_changed(core: Core, change: Change) -> dict[str, Any]:
     try:
         if change.working_tree:
             # base -> the working tree covers the commits since base and the uncommitted edits to tracked files.
-            files, cut = await gitcli.changed_files(change.place.repo, change.base, None, within=within)
+            files, cut = await diffs.changed_files(change.place.repo, change.base, None, within=within)
             known = {f.path for f in files}
             if change.head is not None:
-                committed, cut_more = await gitcli.changed_files(
+                committed, cut_more = await diffs.changed_files(
                     change.place.repo, change.base, change.head, within=within
                 )
                 # A file changed in the reported commit and reverted since in the tree still counts.
                 files += [f for f in committed if f.path not in known]
                 cut = cut or cut_more
                 known |= {f.path for f in committed}
-            untracked, cut_untracked = await gitcli.untracked_files(change.place.repo, within=within)
+            untracked, cut_untracked = await diffs.untracked_files(change.place.repo, within=within)
             new = [name for name in untracked if name not in known]
             files += await anyio.to_thread.run_sync(_count_new, change.place, new)
             cut = cut or cut_untracked
         else:
-            files, cut = await gitcli.changed_files(change.place.repo, change.base, change.head, within=within)
+            files, cut = await diffs.changed_files(change.place.repo, change.base, change.head, within=within)
     except gitcli.GitError as exc:
         raise _unreadable(change.place, exc) from None
     rows = sorted((f.as_dict() for f in files), key=lambda row: str(row["path"]))
@@ -145,7 +145,7 @@ async def files_changed(core: Core, change: Change) -> dict[str, Any]:
     }
 
 
-def _count_new(place: Place, names: Sequence[str]) -> list[gitcli.FileChange]:
+def _count_new(place: Place, names: Sequence[str]) -> list[diffs.FileChange]:
     """Untracked files as additions; lines counted only in a regular file (never through a symlink)."""
     out = []
     for name in names[:MAX_FILES]:
@@ -159,7 +159,7 @@ def _count_new(place: Place, names: Sequence[str]) -> list[gitcli.FileChange]:
                     added = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         except OSError:
             pass
-        out.append(gitcli.FileChange(name, "A", added, 0 if added is not None else None))
+        out.append(diffs.FileChange(name, "A", added, 0 if added is not None else None))
     return out
 
 

@@ -12,7 +12,9 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -82,16 +84,16 @@ async def create(repo: gitcli.Repo, *, branch: str, base: str, path: Path | None
     if path is None:
         return
     path = _absolute(path)
-    for tree in await gitcli.worktrees(repo, within=clock.left()):
+    for tree in await worktrees(repo, within=clock.left()):
         if _real(tree.path) != _real(path):
             continue
         if tree.branch == ref and not tree.prunable:
             return
         if not tree.prunable:
             raise gitcli.GitError(f"{path} is a worktree of {tree.branch or 'a detached HEAD'}, not of {name}")
-        await gitcli.worktree(repo, "prune", within=clock.left(), neutralised=[])
+        await worktree(repo, "prune", within=clock.left(), neutralised=[])
     await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
-    await gitcli.worktree(
+    await worktree(
         repo,
         "add",
         "--quiet",
@@ -115,7 +117,7 @@ async def remove(repo: gitcli.Repo, path: Path, *, within: float) -> None:
     if await anyio.Path(path).exists():
         try:
             # Twice --force: also a worktree with changes, untracked files, or locked.
-            await gitcli.worktree(repo, "remove", "--force", "--force", str(path), within=within, neutralised=[])
+            await worktree(repo, "remove", "--force", "--force", str(path), within=within, neutralised=[])
         except gitcli.GitTimeout:
             raise
         except gitcli.GitError:
@@ -123,7 +125,7 @@ async def remove(repo: gitcli.Repo, path: Path, *, within: float) -> None:
                 raise
         if await anyio.Path(path).exists():
             await anyio.to_thread.run_sync(shutil.rmtree, path)
-    await gitcli.worktree(repo, "prune", within=within, neutralised=[])
+    await worktree(repo, "prune", within=within, neutralised=[])
 
 
 async def delete_branch(repo: gitcli.Repo, branch: str, *, within: float) -> None:
@@ -203,7 +205,7 @@ async def stale(
     is_live = live if callable(live) else live.__contains__
     place = _real(_repo_dir(root, repo.path))
     found: dict[Path, Path] = {}
-    for tree in (await gitcli.worktrees(repo, within=within))[1:]:  # the first is the main one
+    for tree in (await worktrees(repo, within=within))[1:]:  # the first is the main one
         real = _real(tree.path)
         if real.parent == place and not real.name.startswith(".") and not is_live(real.name):
             found[real] = tree.path
@@ -218,3 +220,64 @@ def _entries(directory: Path) -> list[Path]:
         return [entry for entry in directory.iterdir() if entry.is_dir() and not entry.is_symlink()]
     except FileNotFoundError:
         return []
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """One entry of `git worktree list`: the main working tree (or the bare repository itself), or a linked one."""
+
+    path: Path
+    head: str | None = None  # None for a bare repository or an unborn branch
+    branch: str | None = None  # "refs/heads/<name>"; None when detached or bare
+    bare: bool = False
+    prunable: bool = False  # a linked worktree whose directory is gone (`git worktree prune` forgets it)
+
+
+# A `git worktree` command reads every linked worktree's records (to list them, or to see whether a branch is
+# checked out elsewhere before adding one); one that `git worktree add` is making at that moment (another
+# claim, another server process) may have its `commondir` file created but not yet written, and the reader
+# dies on it before changing anything. Measured: ten concurrent adds on one repository, one in six failed.
+_WORKTREE_RACE = re.compile(r"failed to read \S*worktrees/[^/\s]+/commondir")
+_WORKTREE_TRIES = 12  # 10 ms doubling up to 200 ms between tries: about 1.5 s in all
+
+
+async def worktree(repo: gitcli.Repo, *args: str, within: float, **options: Any) -> gitcli.Output:
+    """`git worktree <args>` (options as for `git`), run again while it dies on a worktree another git is still
+    making (the race above), within the same `within`."""
+    clock = gitcli.Clock(within)
+    for attempt in range(_WORKTREE_TRIES):
+        try:
+            return await gitcli.git(repo, "worktree", *args, within=clock.left(), **options)
+        except gitcli.GitError as exc:
+            if (
+                isinstance(exc, gitcli.GitTimeout)
+                or attempt == _WORKTREE_TRIES - 1
+                or not _WORKTREE_RACE.search(exc.stderr)
+            ):
+                raise
+        await anyio.sleep(min(0.01 * 2**attempt, 0.2, clock.left()))
+    raise AssertionError("unreachable")
+
+
+async def worktrees(repo: gitcli.Repo, *, within: float) -> list[Worktree]:
+    """The repository's working trees, main first (a bare repository lists itself, then its linked ones)."""
+    out = await worktree(repo, "list", "--porcelain", "-z", within=within, neutralised=[])
+    found: list[Worktree] = []
+    attrs: dict[str, str] = {}
+    for field in [*gitcli.fields(out.stdout), ""]:
+        if field:
+            key, _, value = field.partition(" ")
+            attrs[key] = value
+            continue
+        if "worktree" in attrs:
+            found.append(
+                Worktree(
+                    path=Path(attrs["worktree"]),
+                    head=attrs.get("HEAD") or None,
+                    branch=attrs.get("branch") or None,
+                    bare="bare" in attrs,
+                    prunable="prunable" in attrs,
+                )
+            )
+        attrs = {}
+    return found

@@ -23,7 +23,7 @@ from functools import partial
 
 import anyio
 
-from server.core.git import gitcli, merges, workspaces
+from server.core.git import checks, gitcli, merges, workspaces
 from server.core.git.repos import Place
 from server.core.integration import queue, workspace
 from server.core.models import new_id
@@ -158,7 +158,7 @@ async def integrate(core: Core, item: Integration) -> Outcome:
             new = replayed.commit
             command = check_command(core, item.repo)
             if command is not None:
-                checked = await merges.run_check(
+                checked = await checks.run_check(
                     place.repo,
                     new,
                     command,

@@ -195,4 +195,4 @@ async def _remove(path: Path, within: float) -> None:
             common = admin.parent.parent if admin.parent.name == "worktrees" else None
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
     if common is not None and common.is_dir():
-        await gitcli.worktree(gitcli.Repo(common), "prune", within=within)
+        await workspaces.worktree(gitcli.Repo(common), "prune", within=within)

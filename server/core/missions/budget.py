@@ -1,8 +1,8 @@
 """A mission's budget (DESIGN section 17): what it may spend, what its runs spent, and what a person does once it
 is spent.
 
-Every telemetry report adds to its mission's sums in the report's own transaction (server/db/changes.py Spend),
-and the claim compares them with the budget inside its own statement (server/db/claims.py WITHIN_BUDGET): a
+Every telemetry report adds to its mission's sums in the report's own transaction (server/db/changes/ Spend),
+and the claim compares them with the budget inside its own statement (server/db/claims/request.py WITHIN_BUDGET): a
 spent mission's tasks are passed over by claim-next and refused by claim-by-id. What that promises, exactly:
 SQLite runs one writer at a time, so no claim that follows the report that spent the budget hands out a task.
 PostgreSQL reads at READ COMMITTED, so a claim whose statement began before that report committed may still hand
@@ -55,7 +55,7 @@ _SEND = "Send max_cost_usd (e.g. 25.0) and max_tokens (e.g. 2000000) as numbers 
 
 
 def is_spent(mission: Row) -> bool:
-    """The claim's test (server/db/claims.py SPENT), on a mission row read."""
+    """The claim's test (server/db/claims/request.py SPENT), on a mission row read."""
     cost, tokens = mission.get("max_cost_usd"), mission.get("max_tokens")
     return (cost is not None and mission["spent_cost_usd"] >= cost) or (
         tokens is not None and mission["spent_tokens"] >= tokens

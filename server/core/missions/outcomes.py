@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
 from server.core.missions.budget import Row
-from server.db import missions as q
+from server.db import outcomes as outcome_rows
 from server.vocab import TASK_ENDED_UNAPPROVED, MissionStatus, TaskStatus
 
 FILES_SHOWN = 500
@@ -87,12 +87,12 @@ async def describe(
         for b in blockers
         if b.kind not in ("failed", "cancelled")
     ]
-    for row in await q.overrides_of(conn, str(mission["id"])):
+    for row in await outcome_rows.overrides_of(conn, str(mission["id"])):
         reason = row["after"]["override_reason"]
         why = _clip(f"approved by override: {reason}", 400)
         limitations.append(r.TaskLimitation(task_id=str(row["task_id"]), kind="override", reason=why))
     run_ids = [str(row["result"]["run_id"]) for row in approved if (row["result"] or {}).get("run_id")]
-    files, truncated = _union(await q.files_changed_of(conn, run_ids))
+    files, truncated = _union(await outcome_rows.files_changed_of(conn, run_ids))
     end = mission["completed_at"] or sums["last_ended"] or datetime.now(UTC)
     return r.MissionOutcome(
         outcome=outcome,

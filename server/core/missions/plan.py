@@ -286,7 +286,7 @@ def _retry_duplicate(winner: Mapping[Any, Any]) -> JctError:
 def approval(actor: Actor, task_id: str) -> changes.Approve:
     """The one way an approval unblocks what waits for the task (its dependents, its mission's next phase) and
     completes its mission, audited as `actor`'s: a write of the approving transaction. A completion the review
-    policy approved hands it to its fenced change (server/db/changes.py makes it after the other writes); a
+    policy approved hands it to its fenced change (server/db/changes/ makes it after the other writes); a
     reviewer's decision makes it at once (`approve`)."""
     return changes.Approve(task_id, partial(_approval_audit, actor))
 

@@ -17,6 +17,7 @@ from server.core.missions.graph import mission_not_found
 from server.core.models import check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q
+from server.db import outcomes as outcome_rows
 from server.errors import invalid
 from server.vocab import TASK_ENDED_UNAPPROVED, EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
 
@@ -62,7 +63,7 @@ async def get_mission(
         milestones = await q.events_of(conn, mission_id, [EventKind.MILESTONE])
         humans = await q.human_blocked_runs(conn, mission_id)
         tally = await q.review_tally(conn, mission_id)
-        sums = await q.spent_of(conn, mission_id)
+        sums = await outcome_rows.spent_of(conn, mission_id)
         depends: dict[str, list[str]] = {}
         for row in deps:
             depends.setdefault(str(row["task_id"]), []).append(str(row["depends_on"]))

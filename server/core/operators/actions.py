@@ -19,7 +19,7 @@ from server.core.briefings import versions
 from server.core.missions import budget
 from server.core.models import Actor, Limits, check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
-from server.db import integrations, queries
+from server.db import integrations, outcomes, queries
 from server.db import missions as mission_rows
 from server.db import operators as q
 from server.errors import invalid, task_not_found
@@ -223,7 +223,7 @@ async def list_stuck(core: Core, *, limit: int = 50, stuck_after_seconds: int | 
         humans = await q.human_blocked_reviews(conn, limit)
         failed = await q.failed_dependencies(conn, limit)
         held = await integrations.waiting_with_reason(conn, limit)
-        spent = await mission_rows.spent_missions(conn, limit)
+        spent = await outcomes.spent_missions(conn, limit)
     # The runs come most urgent first; finished runs awaiting a person go after the running ones that do.
     urgent = [
         _running_item(run, now) for run in running if RUN_KINDS[run["kind"]] in ("lease_overdue", "human_blocker")

@@ -11,7 +11,7 @@ from server.core.briefings import doctrine as doctrine_rule
 from server.core.models import parse_enum, parse_id, parse_run_id
 from server.core.review import gates
 from server.core.service import Core, check_limit, decode_cursor, encode_cursor
-from server.db import integrations, missions, queries
+from server.db import integrations, missions, outcomes, queries
 from server.db.claims import DECISIONS_SHOWN
 from server.errors import ErrorCode, JctError, invalid, not_found, task_not_found
 from server.vocab import EntityKind
@@ -77,7 +77,7 @@ async def get_task(core: Core, task_id: str) -> results.TaskView:
             raise task_not_found(task_id)
         runs = await queries.runs_of_task(conn, task_id, RUNS_SHOWN)
         merge = await integrations.of_task(conn, task_id)
-        spent = await missions.spent_of_task(conn, task_id)
+        spent = await outcomes.spent_of_task(conn, task_id)
     return results.TaskView(
         task=views.task_detail(task),
         runs=[views.run_summary(run) for run in runs],

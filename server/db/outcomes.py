@@ -1,0 +1,106 @@
+"""A mission's costs and outcome (DESIGN section 17, seed 001 complete_mission): what its runs and a task's
+reported spending, summed in SQL; the missions whose budget is spent; the files its runs changed and the review
+overrides it saw."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import RowMapping, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.db import tables as t
+from server.vocab import MissionStatus, TaskStatus
+
+
+def _sums(runs: Any) -> list[Any]:
+    return [
+        func.coalesce(func.sum(runs.c.tokens), 0).label("tokens"),
+        func.coalesce(func.sum(runs.c.cost_usd), 0).label("cost_usd"),
+        func.coalesce(func.sum(runs.c.duration_seconds), 0).label("duration_seconds"),
+    ]
+
+
+async def spent_of(conn: AsyncConnection, mission_id: str) -> RowMapping:
+    """What the mission's runs reported spending, summed in SQL, and when the last of them ended."""
+    runs, tasks = t.runs, t.tasks
+    query = (
+        select(*_sums(runs), func.max(runs.c.ended_at).label("last_ended"))
+        .select_from(runs)
+        .join(tasks, tasks.c.id == runs.c.task_id)
+        .where(tasks.c.mission_id == mission_id)
+    )
+    row: RowMapping = (await conn.execute(query)).mappings().one()
+    return row
+
+
+async def spent_of_task(conn: AsyncConnection, task_id: str) -> RowMapping:
+    """What the task's runs reported spending, summed in SQL (ix_runs_task_id_actor_id)."""
+    query = select(*_sums(t.runs)).where(t.runs.c.task_id == task_id)
+    row: RowMapping = (await conn.execute(query)).mappings().one()
+    return row
+
+
+async def files_changed_of(conn: AsyncConnection, run_ids: Sequence[str]) -> Sequence[RowMapping]:
+    """The verified changes (files_changed) of these runs, those that have them."""
+    if not run_ids:
+        return []
+    runs = t.runs
+    query = (
+        select(runs.c.id, runs.c.task_id, runs.c.files_changed)
+        .where(runs.c.id.in_(list(run_ids)), runs.c.files_changed.is_not(None))
+        .order_by(runs.c.ended_at, runs.c.id)
+    )
+    return (await conn.execute(query)).mappings().all()
+
+
+# The review decisions that passed a gate by an admin's override (server/core/review/reviews.py).
+OVERRIDES = ("review.overridden", "review.submitted")
+
+
+async def overrides_of(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+    """Reviews of the mission's work made by an override (a gate out of rounds, or its reviewer rule): the audit
+    rows of its evidence packs (ix_audit_log_entity_kind_entity_id_id) whose `after` names an override_reason."""
+    packs, tasks, log = t.evidence_packs, t.tasks, t.audit_log
+    query = (
+        select(packs.c.task_id, log.c.action, log.c.after)
+        .select_from(tasks)
+        .join(packs, packs.c.task_id == tasks.c.id)
+        .join(log, (log.c.entity_kind == "EvidencePack") & (log.c.entity_id == packs.c.id))
+        .where(tasks.c.mission_id == mission_id, log.c.action.in_(OVERRIDES))
+        .order_by(log.c.id)
+    )
+    rows = (await conn.execute(query)).mappings().all()
+    return [row for row in rows if isinstance(row["after"], dict) and row["after"].get("override_reason")]
+
+
+async def spent_missions(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
+    """Active missions whose budget is spent while tasks of theirs are queued: each with its first queued task in
+    claim order and how many wait. Walks the active missions (ix_missions_status_created_at_id) only."""
+    missions, tasks = t.missions, t.tasks
+    spent = (missions.c.spent_cost_usd >= missions.c.max_cost_usd) | (missions.c.spent_tokens >= missions.c.max_tokens)
+    waiting = (
+        select(func.count())
+        .where(tasks.c.mission_id == missions.c.id, tasks.c.status == TaskStatus.QUEUED)
+        .scalar_subquery()
+    )
+    first = (
+        select(tasks.c.id)
+        .where(tasks.c.mission_id == missions.c.id, tasks.c.status == TaskStatus.QUEUED)
+        .order_by(tasks.c.priority, tasks.c.queued_at, tasks.c.id)
+        .limit(1)
+        .scalar_subquery()
+    )
+    found = (
+        select(missions, waiting.label("waiting"), first.label("first_task_id"))
+        .where(missions.c.status == MissionStatus.ACTIVE, spent)
+        .subquery()
+    )
+    query = (
+        select(found, tasks.c.objective, tasks.c.queued_at)
+        .join(tasks, tasks.c.id == found.c.first_task_id)
+        .order_by(found.c.created_at, found.c.id)
+        .limit(limit)
+    )
+    return (await conn.execute(query)).mappings().all()
