@@ -20,61 +20,15 @@ from __future__ import annotations
 
 from functools import partial
 
+from server.db.changes import writes
 from server.db.changes.postgres import change_postgres
 from server.db.changes.sqlite import change_sqlite
-from server.db.changes.writes import (
-    ARTIFACT_FIELDS,
-    TASK_FIELDS,
-    Approve,
-    Changed,
-    Decide,
-    Facts,
-    Insert,
-    NewVersion,
-    R,
-    RowMissed,
-    Spend,
-    Update,
-    Write,
-    insert_artifact,
-    insert_audit,
-    insert_evidence_pack,
-    insert_integration,
-    insert_review_decision,
-    insert_run_event,
-    insert_telemetry_deltas,
-    update_issue,
-    update_run,
-    update_task,
-)
+from server.db.changes.writes import *  # noqa: F403 - what a change reads and writes, as `changes.X`
+from server.db.changes.writes import Changed, Decide, R
 from server.db.engine import Database
 from server.db.leases import Fence
 
-__all__ = [
-    "ARTIFACT_FIELDS",
-    "TASK_FIELDS",
-    "Approve",
-    "Changed",
-    "Decide",
-    "Facts",
-    "Insert",
-    "NewVersion",
-    "RowMissed",
-    "Spend",
-    "Update",
-    "Write",
-    "apply",
-    "insert_artifact",
-    "insert_audit",
-    "insert_evidence_pack",
-    "insert_integration",
-    "insert_review_decision",
-    "insert_run_event",
-    "insert_telemetry_deltas",
-    "update_issue",
-    "update_run",
-    "update_task",
-]
+__all__ = [*writes.__all__, "apply"]
 
 
 async def apply(

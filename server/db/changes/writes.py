@@ -18,6 +18,31 @@ from server.db import missions, queries
 from server.db import tables as t
 from server.db.types import UTCDateTime
 
+__all__ = [
+    "ARTIFACT_FIELDS",
+    "TASK_FIELDS",
+    "Approve",
+    "Changed",
+    "Decide",
+    "Facts",
+    "Insert",
+    "NewVersion",
+    "RowMissed",
+    "Spend",
+    "Update",
+    "Write",
+    "insert_artifact",
+    "insert_audit",
+    "insert_evidence_pack",
+    "insert_integration",
+    "insert_review_decision",
+    "insert_run_event",
+    "insert_telemetry_deltas",
+    "update_issue",
+    "update_run",
+    "update_task",
+]
+
 Values = Mapping[str, Any]
 R = TypeVar("R")
 
