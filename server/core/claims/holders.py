@@ -25,7 +25,7 @@ class Holder:
 # The connection the current call came through, when it is one that shows it lives; None: nothing holds
 # the runs it claims (a stateless request of no agent listening here). Set by the transport: for the whole
 # process on stdio, for each request of a legacy HTTP session or SSE connection, and for each stateless request
-# with an X-JCT-Agent header, live while that agent's listen stream is open (server/sessions.py).
+# with an X-JCT-Agent header, live while that agent's listen stream is open (server/session_guard.py).
 CURRENT: ContextVar[Holder | None] = ContextVar("jct_holder", default=None)
 
 # Set when the client hangs up before the current call's answer: a legacy HTTP session's POST, whose answer

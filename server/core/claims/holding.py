@@ -13,7 +13,7 @@ lives by the agent's own calls. A process holds only the runs claimed or fenced 
 by its actor id.
 
 The transport says which connection a call came through by setting `CURRENT` (server/cli/stdio.py for the
-process, server/sessions.py per HTTP request); core reads it when it claims or fences. The renewal is one
+process, server/session_guard.py per HTTP request); core reads it when it claims or fences. The renewal is one
 UPDATE per process per period for all the runs it holds (server/db/leases.py `renew_held`), which never
 revives a run whose lease ran out or that another process swept, and never counts as a sign of activity
 (jct_list_stuck reads run events, not leases). A process that stops on SIGTERM hands its held runs the long

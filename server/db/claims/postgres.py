@@ -175,7 +175,7 @@ async def _claim_one_touching(conn: AsyncConnection, task_id: str, params: dict[
 
 async def _walk_postgres(conn: AsyncConnection, filters: str, params: dict[str, object]) -> dict[str, Any] | None:
     """Claim-next past a task with touches: the first queued task in claim order without touches, or whose
-    touches overlap none held on its repository, read under the repository's lock (see the module docstring)."""
+    touches overlap none held on its repository, read under the repository's lock (see the package docstring)."""
     held: dict[str, list[holds.Holder] | None] = {}  # per repository; None: its lock is held elsewhere
     after = ""
     while True:
