@@ -50,6 +50,17 @@ def registered_tools(server: MCPServer[Any]) -> list[Tool]:
     return server._tool_manager.list_tools()
 
 
+def registered_tool(server: MCPServer[Any], name: str) -> Tool | None:
+    """The tool registered as `name` (`_tool_manager`), as the SDK built it (mcp 2.3)."""
+    return server._tool_manager.get_tool(name)
+
+
+def add_built_tool(server: MCPServer[Any], tool: Tool) -> None:
+    """Register a Tool built beforehand (`_tool_manager._tools`; the public way builds it from its function).
+    A name already registered keeps its first tool, as `add_tool` does (mcp 2.3)."""
+    server._tool_manager._tools.setdefault(tool.name, tool)
+
+
 def has_tool(server: MCPServer[Any], name: str) -> bool:
     """Whether `name` is a registered tool (`_tool_manager`), without building tools/list (mcp 2.3)."""
     return server._tool_manager.get_tool(name) is not None

@@ -69,6 +69,7 @@ def _manager() -> Any:
 REACHED: list[tuple[str, Callable[[], Any], str]] = [
     ("MCPServer", a_server, "_tool_manager.list_tools"),
     ("MCPServer", a_server, "_tool_manager.get_tool"),
+    ("MCPServer", a_server, "_tool_manager._tools"),
     ("MCPServer", a_server, "_prompt_manager.get_prompt"),
     ("MCPServer", a_server, "_resource_manager._templates"),
     ("MCPServer", a_server, "_resource_security"),

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
 
+from server import sdk
+
 Fn = TypeVar("Fn", bound=Callable[..., Any])
+
+# Each tool as the SDK first built it, by what it is built from. `jct serve` builds one server, but a process
+# that builds several (the test suite builds one per test, in-process) registers the same functions anew for
+# each, closed over its own Core; the SDK derives the argument model and both JSON schemas from the signature
+# every time, which was most of building a server (about 75 ms of 105). The code, docstring and defaults are the
+# key: the closure changes nothing the SDK derives, so a later server gets a copy of the first one's tool with
+# its own function (tests/tools/test_declare.py).
+_BUILT: dict[Hashable, Tool] = {}
 
 
 def tool(mcp: MCPServer[Any], annotations: ToolAnnotations) -> Callable[[Fn], Fn]:
@@ -17,6 +28,22 @@ def tool(mcp: MCPServer[Any], annotations: ToolAnnotations) -> Callable[[Fn], Fn
 
     def register(fn: Fn) -> Fn:
         description = " ".join(line.strip() for line in (fn.__doc__ or "").splitlines())
-        return mcp.tool(annotations=annotations, description=description)(fn)
+        kwdefaults = tuple(sorted((fn.__kwdefaults__ or {}).items()))
+        key = (fn.__code__, fn.__defaults__, kwdefaults, description, annotations.model_dump_json())
+        built = _BUILT.get(key)
+        if built is not None:
+            sdk.add_built_tool(mcp, built.model_copy(update={"fn": fn}, deep=True))
+            return fn
+        mcp.tool(annotations=annotations, description=description)(fn)
+        tool = sdk.registered_tool(mcp, fn.__name__)
+        if tool is not None and tool.fn is fn:
+            # A deep copy, taken before register_tools trims this server's schemas in place, holding no server's
+            # function (nor the Core it closes over).
+            _BUILT[key] = tool.model_copy(update={"fn": _unbound}, deep=True)
+        return fn
 
     return register
+
+
+def _unbound(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a built tool is registered with its own function")
