@@ -10,15 +10,17 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
 
 from server import sdk
+from server.tools import schemas
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
 
-# Each tool as the SDK first built it, by what it is built from. `jct serve` builds one server, but a process
-# that builds several (the test suite builds one per test, in-process) registers the same functions anew for
-# each, closed over its own Core; the SDK derives the argument model and both JSON schemas from the signature
-# every time, which was most of building a server (about 75 ms of 105). The code, docstring and defaults are the
-# key: the closure changes nothing the SDK derives, so a later server gets a copy of the first one's tool with
-# its own function (tests/tools/test_declare.py).
+# Each tool as the SDK built it and JCT trimmed it (schemas.py), by what it is built from. `jct serve` builds
+# one server, but a process that builds several (the test suite builds one per test, in-process) registers the
+# same functions anew for each, closed over its own Core; deriving the argument model and both JSON schemas from
+# the signature, then trimming them, was most of building a server (about 90 ms of 105). The code, docstring and
+# defaults are the key: the closure changes nothing derived from them, so a later server gets a copy of the
+# first one's tool with its own function, sharing the schemas, which nothing changes once trimmed
+# (tests/tools/test_declare.py).
 _BUILT: dict[Hashable, Tool] = {}
 
 
@@ -32,14 +34,14 @@ def tool(mcp: MCPServer[Any], annotations: ToolAnnotations) -> Callable[[Fn], Fn
         key = (fn.__code__, fn.__defaults__, kwdefaults, description, annotations.model_dump_json())
         built = _BUILT.get(key)
         if built is not None:
-            sdk.add_built_tool(mcp, built.model_copy(update={"fn": fn}, deep=True))
+            sdk.add_built_tool(mcp, built.model_copy(update={"fn": fn}))
             return fn
         mcp.tool(annotations=annotations, description=description)(fn)
         tool = sdk.registered_tool(mcp, fn.__name__)
         if tool is not None and tool.fn is fn:
-            # A deep copy, taken before register_tools trims this server's schemas in place, holding no server's
-            # function (nor the Core it closes over).
-            _BUILT[key] = tool.model_copy(update={"fn": _unbound}, deep=True)
+            schemas.trim(tool)
+            # Kept holding no server's function (nor the Core it closes over).
+            _BUILT[key] = tool.model_copy(update={"fn": _unbound})
         return fn
 
     return register

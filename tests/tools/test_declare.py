@@ -43,7 +43,7 @@ async def test_a_second_server_lists_what_the_first_did_and_calls_into_its_own_c
         built_anew = await _listed(first)
         assert len(declare._BUILT) == len(built_anew)
         assert await _listed(second) == built_anew
-        # Twice from the copies, to see that trimming a server's schemas never reaches the copies kept.
+        # Twice from the copies: the schemas they share stay as the first server trimmed them.
         assert await _listed(second) == built_anew
 
         async with Client(build_mcp(second, FixedIdentity("local")), mode="legacy") as client:
