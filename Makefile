@@ -43,7 +43,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # Four workers on two cores: the suite waits on processes (servers, Claude Code, Chromium, leases running out)
-# about as much as it computes, and four finished the suite in 20 min where two took 27 on this 2-core machine.
+# about as much as it computes; four finished it in 20 min where two took 27, and six were slower than four
+# (docs/development.md).
 unit: $(STAMP)
 	$(BIN)/python -m pytest -n 4 --dist loadgroup
 
