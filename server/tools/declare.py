@@ -17,10 +17,10 @@ Fn = TypeVar("Fn", bound=Callable[..., Any])
 # Each tool as the SDK built it and JCT trimmed it (schemas.py), by what it is built from. `jct serve` builds
 # one server, but a process that builds several (the test suite builds one per test, in-process) registers the
 # same functions anew for each, closed over its own Core; deriving the argument model and both JSON schemas from
-# the signature, then trimming them, was most of building a server (about 90 ms of 105). The code, docstring and
-# defaults are the key: the closure changes nothing derived from them, so a later server gets a copy of the
-# first one's tool with its own function, sharing the schemas, which nothing changes once trimmed
-# (tests/tools/test_declare.py).
+# the signature, then trimming them, was most of building a server (about 90 ms of 105). The function's name,
+# code, defaults and docstring are the key: the closure changes nothing derived from them, so a later server
+# gets a copy of the first one's tool with its own function, sharing the schemas, which nothing changes once
+# trimmed (tests/tools/test_declare.py).
 _BUILT: dict[Hashable, Tool] = {}
 
 
@@ -31,7 +31,7 @@ def tool(mcp: MCPServer[Any], annotations: ToolAnnotations) -> Callable[[Fn], Fn
     def register(fn: Fn) -> Fn:
         description = " ".join(line.strip() for line in (fn.__doc__ or "").splitlines())
         kwdefaults = tuple(sorted((fn.__kwdefaults__ or {}).items()))
-        key = (fn.__code__, fn.__defaults__, kwdefaults, description, annotations.model_dump_json())
+        key = (fn.__name__, fn.__code__, fn.__defaults__, kwdefaults, description, annotations.model_dump_json())
         built = _BUILT.get(key)
         if built is not None:
             sdk.add_built_tool(mcp, built.model_copy(update={"fn": fn}))
