@@ -18,7 +18,7 @@ from server.core.operators.claims import expire_claim
 from server.core.review import reviews
 from tests.core.helpers import ADMIN, ALICE, BOB
 from tests.git.repo import Work
-from tests.integration.test_merge_queue import HOLDER, collide, commit_in, finish, local_task, make_core
+from tests.integration.test_merge_queue import HOLDER, collide, commit_in, finish, make_core, one_local_task
 
 pytestmark = pytest.mark.anyio
 
@@ -26,10 +26,8 @@ pytestmark = pytest.mark.anyio
 async def test_a_killed_agents_commits_and_leftovers_reach_the_next_run_and_main(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    first = work.head()
-    async with make_core(make_settings) as core:
-        task_id = await local_task(core, work)
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
+        first = work.head()
         gone = (await queue.claim_task(core, ALICE, task_id)).workspace
         assert gone is not None
         old = gone.model_dump()
@@ -59,9 +57,7 @@ async def test_a_killed_agents_commits_and_leftovers_reach_the_next_run_and_main
 async def test_a_released_run_without_commits_starts_the_next_from_the_target(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    async with make_core(make_settings) as core:
-        task_id = await local_task(core, work)
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
         await queue.claim_task(core, ALICE, task_id)
         await release_task(core, ALICE, task_id, "not mine")
         work.write("src/other.py", "other = 1\n")
@@ -75,9 +71,7 @@ async def test_a_released_run_without_commits_starts_the_next_from_the_target(
 async def test_a_reviewed_attempt_is_built_on_by_the_next_round(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    async with make_core(make_settings, review_auto_approve=False) as core:
-        task_id = await local_task(core, work)
+    async with one_local_task(make_settings, tmp_path, review_auto_approve=False) as (_work, core, task_id):
         first = (await queue.claim_task(core, ALICE, task_id)).workspace
         assert first is not None
         tip = commit_in(first.model_dump(), "src/app.py", "print('hello')\n")

@@ -4,7 +4,8 @@ files, conflicts and failed checks sent back to an agent, dependents that build 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +36,17 @@ HELLO_GOODBYE = ("print('hello')\n", "print('goodbye')\n")
 
 def make_core(make_settings: Callable[..., Settings], **overrides: Any) -> Any:
     return built_core(make_settings(integrate_local=True, **overrides))
+
+
+@asynccontextmanager
+async def one_local_task(
+    make_settings: Callable[..., Settings], tmp_path: Path, **overrides: Any
+) -> AsyncIterator[tuple[Work, Core, str]]:
+    """A working tree JCT integrates into (its main), a Core with `overrides`, and one task on it: (work, core,
+    task_id)."""
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings, **overrides) as core:
+        yield work, core, await local_task(core, work)
 
 
 async def local_task(core: Core, work: Work, **overrides: Any) -> str:
@@ -96,10 +108,8 @@ async def collide(
 async def test_approved_work_reaches_main_and_the_users_checkout_stays_clean(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    first = work.head()
-    async with make_core(make_settings) as core:
-        task_id = await local_task(core, work)
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
+        first = work.head()
         claimed = await queue.claim_task(core, ALICE, task_id)
         assert claimed.workspace is not None
         space = claimed.workspace.model_dump()
@@ -173,10 +183,8 @@ async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(
 async def test_a_checkout_with_uncommitted_changes_is_never_overwritten(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    first = work.head()
-    async with make_core(make_settings) as core:
-        task_id = await local_task(core, work)
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
+        first = work.head()
         await commit_and_finish(core, ALICE, task_id, "src/new.py", "n = 1\n")
         work.write("README.md", "my own edit\n")
 
@@ -291,9 +299,7 @@ async def test_dependents_unblock_when_the_work_is_merged_and_start_from_it(
 async def test_an_integration_that_landed_before_a_crash_is_recorded_and_changes_nothing(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    async with make_core(make_settings) as core:
-        task_id = await local_task(core, work)
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
         await commit_and_finish(core, ALICE, task_id, "src/app.py", "print('hello')\n")
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         landed = work.head("main")
