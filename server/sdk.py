@@ -62,8 +62,8 @@ def add_built_tool(server: MCPServer[Any], tool: Tool) -> None:
 
 
 def has_tool(server: MCPServer[Any], name: str) -> bool:
-    """Whether `name` is a registered tool (`_tool_manager`), without building tools/list (mcp 2.3)."""
-    return server._tool_manager.get_tool(name) is not None
+    """Whether `name` is a registered tool, without building tools/list."""
+    return registered_tool(server, name) is not None
 
 
 def has_prompt(server: MCPServer[Any], name: str) -> bool:
