@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import anyio
 
@@ -40,6 +40,7 @@ from server.core.text import has_control
 from server.errors import invalid
 
 T = TypeVar("T")
+P = ParamSpec("P")
 # git commands running at once in this process, each on a worker thread of its own: their own limit, so the
 # database's thread hops (aiosqlite, changes.apply) never queue behind git on anyio's default one.
 _THREADS = anyio.CapacityLimiter(32)
@@ -317,57 +318,18 @@ async def in_thread(work: Callable[[Batch], T]) -> T:
         raise
 
 
-async def run(
-    args: Sequence[str],
-    *,
-    within: float,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    cwd: Path | None = None,
-    ok: Sequence[int] = (0,),
-    env: Mapping[str, str] | None = None,
-    input: bytes | None = None,
-    remote: bool = False,
-) -> Output:
-    """Batch.run on a worker thread."""
-    return await in_thread(
-        lambda batch: batch.run(
-            args,
-            within=within,
-            max_bytes=max_bytes,
-            cwd=cwd,
-            ok=ok,
-            env=env,
-            input=input,
-            remote=remote,
-        )
-    )
+def _on_thread(method: Callable[Concatenate[Batch, P], T]) -> Callable[P, Awaitable[T]]:
+    """The Batch method `method` as a coroutine that runs it on a worker thread (through in_thread)."""
+
+    async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await in_thread(lambda batch: method(batch, *args, **kwargs))
+
+    return call
 
 
-async def git(
-    repo: Repo,
-    *args: str,
-    within: float,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    ok: Sequence[int] = (0,),
-    neutralised: Sequence[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    input: bytes | None = None,
-    offline: bool = True,
-) -> Output:
-    """Batch.git on a worker thread (with the neutral look-up, when it needs one, on the same thread)."""
-    return await in_thread(
-        lambda batch: batch.git(
-            repo,
-            *args,
-            within=within,
-            max_bytes=max_bytes,
-            ok=ok,
-            neutralised=neutralised,
-            env=env,
-            input=input,
-            offline=offline,
-        )
-    )
+# Batch.run and Batch.git on a worker thread (git's neutral look-up, when it needs one, on the same thread).
+run = _on_thread(Batch.run)
+git = _on_thread(Batch.git)
 
 
 async def write_refs(repo: Repo, *args: str, within: float, input: bytes | None = None) -> Output:
