@@ -51,11 +51,16 @@ async def world(
 
 
 @asynccontextmanager
-async def stdio_claim(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Server, ProcessAgent, dict[str, Any]]]:
-    """One server, and an agent through its own stdio `jct` process that claimed the next task: (server, agent,
-    its claim)."""
+async def stdio_claim(
+    settings: Settings, database_url: str, tmp_path: Path, budget: int = 3600
+) -> AsyncIterator[tuple[Server, ProcessAgent, dict[str, Any]]]:
+    """A task enqueued, one server, and an agent through its own stdio `jct` process that claimed the task:
+    (server, agent, its claim)."""
+    task_id = await enqueue(settings, budget)
     async with world(database_url, tmp_path) as (env, (server,)), stdio_agent(env, tmp_path) as agent:
-        yield server, agent, await agent.call("jct_claim_next")
+        claimed = await agent.call("jct_claim_next")
+        assert claimed["task_id"] == task_id, claimed
+        yield server, agent, claimed
 
 
 async def enqueue(settings: Settings, budget: int = 3600) -> str:
@@ -117,10 +122,9 @@ def thaw(pid: int) -> None:
 async def test_a_killed_stdio_server_s_claim_comes_back_after_the_short_lease(
     database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
-    task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
-            assert claimed["task_id"] == task_id
+        async with stdio_claim(make_settings(), database_url, tmp_path) as (server, agent, claimed):
+            task_id = claimed["task_id"]
             assert agent.server_pid is not None
             os.kill(agent.server_pid, signal.SIGKILL)
             async with Client(server.mcp_url, mode=MODERN) as other:
@@ -132,9 +136,9 @@ async def test_a_killed_stdio_server_s_claim_comes_back_after_the_short_lease(
 async def test_a_frozen_stdio_server_s_claim_comes_back_and_thawing_it_revives_nothing(
     database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
-    task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
+        async with stdio_claim(make_settings(), database_url, tmp_path) as (server, agent, claimed):
+            task_id = claimed["task_id"]
             assert agent.server_pid is not None
             freeze(agent.server_pid)
             async with Client(server.mcp_url, mode=MODERN) as other:
@@ -154,9 +158,9 @@ async def test_a_frozen_stdio_server_s_claim_comes_back_and_thawing_it_revives_n
 async def test_a_live_stdio_agent_keeps_its_claim_while_silent_and_completes_it(
     database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
-    task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
+        async with stdio_claim(make_settings(), database_url, tmp_path) as (server, agent, claimed):
+            task_id = claimed["task_id"]
             lease = datetime.fromisoformat(claimed["lease_expires_at"])
             assert (lease - datetime.now(UTC)).total_seconds() <= LIVE_LEASE + 1, "a held claim gets the short lease"
             await anyio.sleep(IDLE_SECONDS)  # a long test run: not a word to JCT
@@ -178,9 +182,13 @@ async def test_a_frozen_client_s_claim_lapses_when_its_time_budget_ends(
     """The client (Claude Code, say) is frozen while its stdio server lives: the server cannot tell it from an
     agent running a long test, so the claim holds until the task's time budget ends, and is listed as stuck
     meanwhile."""
-    task_id = await enqueue(make_settings(), budget=BUDGET_SECONDS)
     with anyio.fail_after(LIMIT):
-        async with stdio_claim(database_url, tmp_path) as (server, agent, claimed):
+        async with stdio_claim(make_settings(), database_url, tmp_path, budget=BUDGET_SECONDS) as (
+            server,
+            agent,
+            claimed,
+        ):
+            task_id = claimed["task_id"]
             agent.pause()
             async with Client(server.mcp_url, mode=MODERN) as other:
                 await anyio.sleep(IDLE_SECONDS)

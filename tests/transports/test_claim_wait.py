@@ -75,6 +75,17 @@ async def enqueue_through(client: Client, objective: str = "Add input validation
     return str(created["task_id"])
 
 
+async def woken_by_enqueue(agent: Client, planner: Client) -> tuple[Waiter, str]:
+    """`agent` waits in jct_claim_next; once the server says it waits, `planner` enqueues a task: (the waiter,
+    done, and the task's id)."""
+    waiter = Waiter(agent, WAIT)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter.run)
+        await waiter.waiting.wait()
+        task_id = await enqueue_through(planner)
+    return waiter, task_id
+
+
 # --- one waiter ----------------------------------------------------------------------------------
 
 
@@ -82,11 +93,7 @@ async def test_a_waiter_gets_a_task_enqueued_after_it_began_to_wait(transport: T
     """Over stdio the waiter and the enqueuer are two `jct serve --stdio` processes: across processes."""
     with anyio.fail_after(LIMIT):
         async with transport() as agent, transport() as planner:
-            waiter = Waiter(agent, WAIT)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(waiter.run)
-                await waiter.waiting.wait()
-                task_id = await enqueue_through(planner)
+            waiter, task_id = await woken_by_enqueue(agent, planner)
     assert waiter.result is not None
     assert waiter.result["claimed"] is True, waiter.result
     assert waiter.result["task_id"] == task_id
@@ -196,11 +203,7 @@ async def test_an_enqueue_on_another_process_wakes_a_waiter(database_url: str, t
             Client(one.mcp_url) as agent,
             Client(two.mcp_url, mode="legacy") as planner,
         ):
-            waiter = Waiter(agent, WAIT)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(waiter.run)
-                await waiter.waiting.wait()
-                task_id = await enqueue_through(planner)
+            waiter, task_id = await woken_by_enqueue(agent, planner)
     assert waiter.result is not None
     assert waiter.result["task_id"] == task_id
 

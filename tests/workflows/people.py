@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from mcp import Client
@@ -17,6 +18,38 @@ from tests.tools.conftest import ok
 
 PATCH = "diff --git a/src/app.py b/src/app.py\n--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-a\n+b\n"
 TEST_LOG = "===== 12 passed in 0.40s ====="
+
+
+def draft_then_publish(name: str, summary: str, draft_review: str, more_steps: str = "") -> str:
+    """A workflow file: a docs step `draft` (gate: `draft_review`, 2 rounds), then `publish` after it, then
+    `more_steps` (YAML list items, indented as steps are)."""
+    return f"""\
+name: {name}
+summary: {summary}
+inputs:
+  - {{name: topic, required: true}}
+steps:
+  - id: draft
+    operation: docs
+    objective: "Draft {{topic}}"
+    outputs:
+      - {{name: draft, type: doc}}
+    gate: {{review: {draft_review}, max_rounds: 2}}
+  - id: publish
+    depends_on: [draft]
+    operation: docs
+    objective: "Publish {{topic}}"
+    outputs:
+      - {{name: page, type: doc}}
+{more_steps}"""
+
+
+def flows_with(tmp_path: Path, name: str, text: str) -> Path:
+    """A workflows directory under tmp_path holding `text` as <name>.yaml."""
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    (flows / f"{name}.yaml").write_text(text)
+    return flows
 
 
 @dataclass(frozen=True)

@@ -14,36 +14,16 @@ from mcp import Client
 from server.config import Settings
 from server.core.service import Core
 from tests.tools.conftest import error, ok
-from tests.workflows.people import PATCH, TEST_LOG, agent, deliver, person
+from tests.workflows.people import PATCH, TEST_LOG, agent, deliver, draft_then_publish, flows_with, person
 
 pytestmark = pytest.mark.anyio
 
-FLOW = """\
-name: twice
-summary: Draft, then publish
-inputs:
-  - {name: topic, required: true}
-steps:
-  - id: draft
-    operation: docs
-    objective: "Draft {topic}"
-    outputs:
-      - {name: draft, type: doc}
-    gate: {review: agent, max_rounds: 2}
-  - id: publish
-    depends_on: [draft]
-    operation: docs
-    objective: "Publish {topic}"
-    outputs:
-      - {name: page, type: doc}
-"""
+FLOW = draft_then_publish("twice", "Draft, then publish", draft_review="agent")
 
 
 @pytest.fixture
 def build(make_settings: Callable[..., Settings], tmp_path: Path) -> Callable[..., Core]:
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / "twice.yaml").write_text(FLOW)
+    flows = flows_with(tmp_path, "twice", FLOW)
     return lambda **overrides: Core.build(make_settings(workflows_dir=flows, **overrides))
 
 

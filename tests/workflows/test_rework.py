@@ -14,44 +14,29 @@ from mcp import Client
 from server.config import Settings
 from server.core.service import Core
 from tests.tools.conftest import ok
-from tests.workflows.people import agent, deliver
+from tests.workflows.people import agent, deliver, draft_then_publish, flows_with
 
 pytestmark = pytest.mark.anyio
 
-FLOW = """\
-name: rework
-summary: Draft and publish, and a sign-off for a person
-inputs:
-  - {name: topic, required: true}
-steps:
-  - id: draft
-    operation: docs
-    objective: "Draft {topic}"
-    outputs:
-      - {name: draft, type: doc}
-    gate: {review: auto, max_rounds: 2}
-  - id: publish
-    depends_on: [draft]
-    operation: docs
-    objective: "Publish {topic}"
-    outputs:
-      - {name: page, type: doc}
+FLOW = draft_then_publish(
+    "rework",
+    "Draft and publish, and a sign-off for a person",
+    draft_review="auto",
+    more_steps="""\
   - id: sign-off
     operation: analysis
     objective: "Sign off {topic}"
     outputs:
       - {name: decision, type: report}
     gate: {review: human}
-"""
+""",
+)
 NOTES = [("notes", "report", "Some notes, not the draft.")]
 
 
 @pytest.fixture
 async def core(make_settings: Callable[..., Settings], tmp_path: Path) -> Any:
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / "rework.yaml").write_text(FLOW)
-    built = Core.build(make_settings(workflows_dir=flows))
+    built = Core.build(make_settings(workflows_dir=flows_with(tmp_path, "rework", FLOW)))
     yield built
     await built.db.dispose()
 
