@@ -137,6 +137,22 @@ class Task(Record):
         return data
 
 
+class CompletingTask(Record):
+    """What a completion reads of its task, in its transaction (server/db/changes/)."""
+
+    id: TaskId
+    issue_id: IssueId | None = None
+    trace_id: str
+    operation: str
+    target_repo: str
+    target_ref: str
+    target_path: str
+    time_budget_seconds: int
+    mission_id: str | None = None
+    step: Step | None = None
+    review_rounds: int = 0
+
+
 class Run(Record):
     id: RunId
     task_id: TaskId

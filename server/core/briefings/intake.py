@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,7 +69,7 @@ async def enqueue_task(
     if idempotency_key is not None:
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
     placement = {"mission_id": mission_id, "phase": phase, "depends_on": deps} if mission_id is not None else {}
-    request_hash = hashlib.sha256(json.dumps({**request, **placement}, sort_keys=True).encode()).hexdigest()
+    request_hash = hashlib.sha256(json.dumps({**request.hashed(), **placement}, sort_keys=True).encode()).hexdigest()
 
     async with core.db.write() as conn:
         if idempotency_key is not None:
@@ -89,14 +90,53 @@ async def enqueue_task(
             return _duplicate(winner, request_hash)
         await graph.store_dependencies(conn, dependencies)
         if rows.issue is not None:
-            await doctrine.link(conn, [(rows.issue["id"], request.get("doctrine", []))])
+            await doctrine.link(conn, [(rows.issue["id"], request.doctrine)])
     task = rows.task
     return r.Enqueued(
         task_id=task["id"], trace_id=task["trace_id"], status=task["status"], cwom_issue_id=task["issue_id"]
     )
 
 
-def gate(core: Core, **fields: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Gated:
+    """A task request through the policy gate, normalised: what its rows are built from."""
+
+    objective: str
+    operation: str
+    target_repo: str
+    target_ref: str
+    target_path: str
+    time_budget_seconds: int
+    priority: str
+    acceptance_criteria: list[str]
+    context_summary: str
+    create_cwom: bool
+    doctrine: list[str] = field(default_factory=list)
+    prior_art: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    touches: list[str] | None = None  # None: not declared (its target_path's)
+
+    def hashed(self) -> dict[str, Any]:
+        """The request as its idempotency hash reads it: the optional fields only when given, so a request
+        without them hashes as it always did (stored keys stay valid)."""
+        fields = {
+            "objective": self.objective,
+            "operation": self.operation,
+            "target_repo": self.target_repo,
+            "target_ref": self.target_ref,
+            "target_path": self.target_path,
+            "time_budget_seconds": self.time_budget_seconds,
+            "priority": self.priority,
+            "acceptance_criteria": self.acceptance_criteria,
+            "context_summary": self.context_summary,
+            "create_cwom": self.create_cwom,
+        }
+        given = {"doctrine": self.doctrine, "prior_art": self.prior_art, "data": self.data}
+        touches = {"touches": self.touches} if self.touches is not None else {}
+        return {name: value for name, value in given.items() if value} | touches | fields
+
+
+def gate(core: Core, **fields: Any) -> Gated:
     """The policy gate: every rule a task must meet before it is stored. Returns the normalised request."""
     operation = parse_enum(Operation, fields["operation"], "operation")
     priority = parse_enum(Priority, fields["priority"], "priority")
@@ -132,30 +172,26 @@ def gate(core: Core, **fields: Any) -> dict[str, Any]:
     path = check_target_path(fields["target_path"])
     criteria = check_criteria(fields["acceptance_criteria"])
     summary = check_text(fields["context_summary"], "context_summary", Limits.SUMMARY, required=False)
-    # Only when given, so a request without them hashes as it always did (idempotency keys stay valid).
-    extra: dict[str, Any] = {}
-    if refs := doctrine.check_refs(fields.get("doctrine")):
-        if not fields["create_cwom"]:
-            raise invalid("doctrine needs the issue (create_cwom=true).", "Keep create_cwom true, or drop doctrine.")
-        extra["doctrine"] = refs
-    if prior := check_prior_art(fields.get("prior_art")):
-        extra["prior_art"] = prior
-    if facts := check_data(fields.get("data")):
-        extra["data"] = facts
-    if fields.get("touches") is not None:
-        extra["touches"] = check_touches(fields["touches"])
-    return extra | {
-        "objective": objective,
-        "operation": operation.value,
-        "target_repo": repo,
-        "target_ref": ref,
-        "target_path": path,
-        "time_budget_seconds": budget,
-        "priority": priority.value,
-        "acceptance_criteria": criteria,
-        "context_summary": summary,
-        "create_cwom": fields["create_cwom"],
-    }
+    refs = doctrine.check_refs(fields.get("doctrine"))
+    if refs and not fields["create_cwom"]:
+        raise invalid("doctrine needs the issue (create_cwom=true).", "Keep create_cwom true, or drop doctrine.")
+    touches = fields.get("touches")
+    return Gated(
+        objective=objective,
+        operation=operation.value,
+        target_repo=repo,
+        target_ref=ref,
+        target_path=path,
+        time_budget_seconds=budget,
+        priority=priority.value,
+        acceptance_criteria=criteria,
+        context_summary=summary,
+        create_cwom=fields["create_cwom"],
+        doctrine=refs,
+        prior_art=check_prior_art(fields.get("prior_art")),
+        data=check_data(fields.get("data")),
+        touches=check_touches(touches) if touches is not None else None,
+    )
 
 
 def check_prior_art(prior_art: object) -> list[str]:
@@ -193,7 +229,7 @@ def check_data(data: object) -> dict[str, Any]:
 def bundle(
     core: Core,
     actor: Actor,
-    req: dict[str, Any],
+    req: Gated,
     key: str | None,
     request_hash: str | None,
     *,
@@ -205,16 +241,16 @@ def bundle(
     task_id, trace_id = task_id or new_id(), new_id()
     issue = packet = snapshot = None
     audit = []
-    if req["create_cwom"]:
+    if req.create_cwom:
         issue_id, snapshot_id = new_id(), new_id()
-        title = req["objective"].splitlines()[0][: Limits.TITLE]
+        title = req.objective.splitlines()[0][: Limits.TITLE]
         issue = {
             "id": issue_id,
             "title": title,
-            "type": req["operation"],
-            "priority": req["priority"],
+            "type": req.operation,
+            "priority": req.priority,
             "status": IssueStatus.READY,
-            "acceptance_criteria": req["acceptance_criteria"],
+            "acceptance_criteria": req.acceptance_criteria,
             "created_at": ts,
             "updated_at": ts,
         }
@@ -222,11 +258,11 @@ def bundle(
             "id": new_id(),
             "issue_id": issue_id,
             "version": 1,
-            "summary": req["context_summary"],
-            "prior_art": req.get("prior_art", []),
-            "files_of_interest": [req["target_path"]] if req["target_path"] else [],
-            "acceptance_criteria": req["acceptance_criteria"],
-            "data": req.get("data", {}),
+            "summary": req.context_summary,
+            "prior_art": req.prior_art,
+            "files_of_interest": [req.target_path] if req.target_path else [],
+            "acceptance_criteria": req.acceptance_criteria,
+            "data": req.data,
             "review_feedback": None,
             "created_at": ts,
         }
@@ -234,23 +270,23 @@ def bundle(
             "id": snapshot_id,
             "issue_id": issue_id,
             "scope": "run",
-            "time_budget_seconds": req["time_budget_seconds"],
+            "time_budget_seconds": req.time_budget_seconds,
             "allow_network": False,
             "allow_secrets": False,
-            "allowed_paths": [req["target_path"]] if req["target_path"] else [],
+            "allowed_paths": [req.target_path] if req.target_path else [],
             "created_at": ts,
         }
         ready = {"status": IssueStatus.READY}
         audit.append(audit_row(actor, AuditAction.ISSUE_CREATED, EntityKind.ISSUE, issue_id, None, ready, trace_id))
     task = {
         "id": task_id,
-        "operation": req["operation"],
-        "objective": req["objective"],
-        "target_repo": req["target_repo"],
-        "target_ref": req["target_ref"],
-        "target_path": req["target_path"],
-        "priority": req["priority"],
-        "time_budget_seconds": req["time_budget_seconds"],
+        "operation": req.operation,
+        "objective": req.objective,
+        "target_repo": req.target_repo,
+        "target_ref": req.target_ref,
+        "target_path": req.target_path,
+        "priority": req.priority,
+        "time_budget_seconds": req.time_budget_seconds,
         "status": TaskStatus.QUEUED,
         "attempts": 0,
         "max_attempts": core.settings.max_attempts,
@@ -264,9 +300,9 @@ def bundle(
         "requested_by": actor.actor_id,
         "queued_at": ts if not core.db.is_sqlite else now,
         # Declared (an empty list: none), else its target_path's.
-        "touches": (req["touches"] or None) if "touches" in req else default_touches(req["target_path"]),
+        "touches": (req.touches or None) if req.touches is not None else default_touches(req.target_path),
     }
-    after = {"status": TaskStatus.QUEUED, "priority": req["priority"], "operation": req["operation"]}
+    after = {"status": TaskStatus.QUEUED, "priority": req.priority, "operation": req.operation}
     audit.insert(0, audit_row(actor, AuditAction.TASK_ENQUEUED, EntityKind.TASK, task_id, None, after, trace_id))
     return queries.TaskBundle(task, issue, packet, snapshot, audit)
 

@@ -95,12 +95,12 @@ async def report_artifact(
         size = digest = None
         stored_uri = uri
         if staged is not None:
-            stored = core.store.place(run["id"], staged)  # off the event loop (server/db/changes/)
+            stored = core.store.place(run.id, staged)  # off the event loop (server/db/changes/)
             stored_uri, size, digest = stored.uri, stored.size_bytes, stored.sha256
         assert stored_uri is not None
         artifact = {
             "id": artifact_id,
-            "run_id": run["id"],
+            "run_id": run.id,
             "task_id": task_id,
             "title": title,
             "type": kind.value,
@@ -111,18 +111,18 @@ async def report_artifact(
             "sha256": digest,
             "created_at": ts,
         }
-        after = {"run_id": run["id"], "type": kind.value, "title": title, "size_bytes": size}
+        after = {"run_id": run.id, "type": kind.value, "title": title, "size_bytes": size}
         audit = [audit_row(actor, AuditAction.ARTIFACT_REPORTED, EntityKind.ARTIFACT, artifact_id, None, after, None)]
         reported = results.ArtifactReported(
             artifact_id=artifact_id,
             task_id=task_id,
-            run_id=run["id"],
+            run_id=run.id,
             title=title,
             type=kind.value,
             uri=uris.artifact(artifact_id) if data is not None else stored_uri,
             size_bytes=size,
             sha256=digest,
-            lease_expires_at=run["lease_expires_at"],
+            lease_expires_at=run.lease_expires_at,
         )
         return [changes.insert_artifact(artifact), changes.insert_audit(audit)], reported
 
@@ -212,8 +212,10 @@ async def report_progress(
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.ProgressReported]:
         run = facts.run
+        lease = run.lease_expires_at
+        assert lease is not None  # the fence has just renewed it
         event = {
-            "run_id": run["id"],
+            "run_id": run.id,
             "kind": event_kind.value,
             "message": message,
             "progress": progress,
@@ -223,30 +225,28 @@ async def report_progress(
         after = {
             "kind": event_kind.value,
             "progress": progress,
-            "lease_expires_at": run["lease_expires_at"].isoformat(),
+            "lease_expires_at": lease.isoformat(),
         }
-        audit = [audit_row(actor, AuditAction.RUN_PROGRESS, EntityKind.RUN, run["id"], None, after, None)]
-        reported = results.ProgressReported(
-            event_id=0, task_id=task_id, run_id=run["id"], lease_expires_at=run["lease_expires_at"]
-        )
+        audit = [audit_row(actor, AuditAction.RUN_PROGRESS, EntityKind.RUN, run.id, None, after, None)]
+        reported = results.ProgressReported(event_id=0, task_id=task_id, run_id=run.id, lease_expires_at=lease)
         writes: list[changes.Write] = [changes.insert_run_event(event), changes.insert_audit(audit)]
         # One update of the run at most: PostgreSQL runs the writes as one statement, in which a row is
         # updated once.
         run_values: dict[str, Any] = {}
         if spent:
             # Summed on the run under the fence's row lock, so two reports cannot lose one another.
-            run_values["telemetry"] = total = usage.add(run.get("telemetry"), spent)
+            run_values["telemetry"] = total = usage.add(run.telemetry, spent)
             run_values |= usage.run_columns(total)
             if rows := usage.totals_rows(spent):
                 writes.append(changes.insert_telemetry_deltas(rows))
-            if facts.task.get("mission_id"):
+            if facts.mission_id:
                 # The mission's spending, which its budget is checked against, in the same transaction.
-                writes.append(changes.Spend(facts.task["mission_id"], *usage.spend(spent)))
+                writes.append(changes.Spend(facts.mission_id, *usage.spend(spent)))
         if events.needs_a_person(event_kind, checked):
             # Only a person lifts it: the run is never approved automatically (server/core/review/prover.py).
             run_values["requires_human"] = True
         if run_values:
-            writes.append(changes.update_run(run["id"], run_values, status_in=(RunStatus.RUNNING,)))
+            writes.append(changes.update_run(run.id, run_values, status_in=(RunStatus.RUNNING,)))
         return writes, reported
 
     # A note may be lost without harm (a database crash within a fraction of a second of it): no WAL flush is
@@ -315,16 +315,16 @@ async def release_task(
 
     def decide(facts: changes.Facts) -> tuple[list[changes.Write], results.Released]:
         run = facts.run
-        given = Release.of(actor, task_id, run["id"], run["issue_id"], reason, ts, facts.task["trace_id"])
+        given = Release.of(actor, task_id, run.id, run.issue_id, reason, ts, facts.trace_id)
         writes: list[changes.Write] = [
-            changes.update_run(run["id"], given.run, status_in=(RunStatus.RUNNING,)),
+            changes.update_run(run.id, given.run, status_in=(RunStatus.RUNNING,)),
             # Cancelled while this release waited for the run: the whole change is undone.
             changes.update_task(task_id, given.task, status_in=(TaskStatus.RUNNING,)),
         ]
-        if given.issue is not None:
-            writes.append(changes.update_issue(run["issue_id"], given.issue))
+        if given.issue is not None and run.issue_id is not None:
+            writes.append(changes.update_issue(run.issue_id, given.issue))
         writes.append(changes.insert_audit(given.audit))
-        return writes, results.Released(task_id=task_id, run_id=run["id"], task_status=TaskStatus.QUEUED)
+        return writes, results.Released(task_id=task_id, run_id=run.id, task_status=TaskStatus.QUEUED)
 
     try:
         changed = await changes.apply(core.db, fence, decide)

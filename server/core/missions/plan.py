@@ -59,7 +59,7 @@ TASK_FIELDS = frozenset(
 class Planned:
     key: str
     phase: int
-    request: dict[str, Any]  # the task, through the policy gate
+    request: intake.Gated  # the task, through the policy gate
     depends_on: tuple[str, ...]  # keys
 
 
@@ -171,7 +171,7 @@ async def create_mission(
         check_text(idempotency_key, "idempotency_key", Limits.IDEMPOTENCY_KEY, single_line=True)
     cost, tokens = budget.check_budget(max_cost_usd, max_tokens)
     names, planned = plan(core, phases)
-    graph = [[p.key, p.phase, p.request, list(p.depends_on)] for p in planned]
+    graph = [[p.key, p.phase, p.request.hashed(), list(p.depends_on)] for p in planned]
     request: dict[str, Any] = {
         "title": title,
         "goal": goal,
@@ -219,7 +219,7 @@ async def create_mission(
         await queries.insert_task_bundles(conn, bundles)
         await doctrine.link(
             conn,
-            [(b.issue["id"], p.request.get("doctrine", [])) for p, b in zip(planned, bundles, strict=True) if b.issue],
+            [(b.issue["id"], p.request.doctrine) for p, b in zip(planned, bundles, strict=True) if b.issue],
         )
         if not await q.insert_mission(conn, mission, phase_rows, dependencies):
             assert idempotency_key is not None

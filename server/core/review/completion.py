@@ -59,21 +59,21 @@ async def complete_task(
         read: ReadChange | None, facts: changes.Facts
     ) -> tuple[list[changes.Write], tuple[results.Completion, changes.Facts]]:
         """`read`: the change read from git beforehand; None: not read, as the task is not verifiable."""
-        task, run = facts.task, facts.run
+        task, run = facts.completing(), facts.run
         if read is None:
-            if _verifiable(core, task["target_repo"]):
+            if _verifiable(core, task.target_repo):
                 raise _ReadFirst  # rolled back: the change is read outside a transaction, then all again
             read = ReadChange()
         criteria = facts.acceptance_criteria
-        declared = declared_outputs(Step.maybe(task.get("step")))
+        declared = declared_outputs(task.step)
         json_titles = {output.name for output in declared if output.type == prover.JSON_OUTPUT}
         evidence = prover.prove(
             prover.ProverInput(
-                operation=task["operation"],
+                operation=task.operation,
                 success=success,
-                target_path=task["target_path"],
-                time_budget_seconds=task["time_budget_seconds"],
-                duration_seconds=(datetime.now(UTC) - run["started_at"]).total_seconds(),
+                target_path=task.target_path,
+                time_budget_seconds=task.time_budget_seconds,
+                duration_seconds=(datetime.now(UTC) - run.started_at).total_seconds(),
                 acceptance_criteria=criteria,
                 claims=prover.resolve_claims(criteria, criteria_results or []),
                 artifacts=tuple(_prover_artifact(core, a, json_titles) for a in facts.artifacts),
@@ -118,9 +118,9 @@ async def complete_task(
     if changed is not None:
         done, facts = changed.result
         await manifest.record_completion(core, facts, done)
-        if facts.run.get("workspace"):
+        if facts.run.workspace:
             # The run has ended: its worktree goes (its branch stays until merged).
-            await workspace.close(core, Run.of(facts.run))
+            await workspace.close(core, facts.run)
         return done
     # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
     async with core.db.read() as conn:

@@ -16,6 +16,7 @@ import anyio
 from server.core import results
 from server.core.service import Core
 from server.db import changes, queries
+from server.db.records import Run
 from server.uris import artifact as artifact_uri
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ VERSION = 1
 
 def build(
     core: Core,
-    run: Mapping[str, Any],
+    run: Run,
     artifacts: Sequence[Mapping[Any, Any]],
     *,
     run_status: str,
@@ -33,8 +34,8 @@ def build(
     evidence_pack_id: str | None,
     verdict: str | None,
 ) -> dict[str, Any]:
-    """`run`: its id, task_id and issue_id; `artifacts`: their changes.ARTIFACT_FIELDS, oldest first."""
-    run_id = run["id"]
+    """`artifacts`: their changes.ARTIFACT_FIELDS, oldest first."""
+    run_id = run.id
     entries = []
     for row in artifacts:
         entries.append(
@@ -52,8 +53,8 @@ def build(
     return {
         "manifest_version": VERSION,
         "run_id": run_id,
-        "task_id": run["task_id"],
-        "issue_id": run["issue_id"],
+        "task_id": run.task_id,
+        "issue_id": run.issue_id,
         "run_status": run_status,
         "ended_at": ended_at.isoformat() if ended_at is not None else None,
         "evidence_pack_id": evidence_pack_id,
@@ -101,7 +102,7 @@ async def record(core: Core, run_id: str, *, only_if_missing: bool = False) -> N
     def manifest() -> dict[str, Any]:
         return build(
             core,
-            {"id": run.id, "task_id": run.task_id, "issue_id": run.issue_id},
+            run,
             artifacts,
             run_status=run.status,
             ended_at=run.ended_at,

@@ -5,7 +5,6 @@ reviewer (reviews.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -22,7 +21,7 @@ from server.core.models import Actor, new_id
 from server.core.review import gates, prover
 from server.core.service import Core
 from server.db import changes
-from server.db.records import EvidencePack, Step
+from server.db.records import CompletingTask, EvidencePack, Run
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
@@ -34,8 +33,8 @@ def settle_completion(
     core: Core,
     actor: Actor,
     *,
-    task: Mapping[str, Any],
-    run: Mapping[str, Any],
+    task: CompletingTask,
+    run: Run,
     evidence: prover.Evidence,
     success: bool,
     summary: str,
@@ -48,8 +47,8 @@ def settle_completion(
     """Record the evidence, end the run, and apply JCT_REVIEW_AUTO_APPROVE and JCT_AUTO_REWORK: the writes, made in
     the fenced change."""
     pack_id = new_id()
-    gate = gates.gate_of(Step.maybe(task.get("step")), core.settings.max_review_rounds)
-    requires_human = bool(run.get("requires_human", False))
+    gate = gates.gate_of(task.step, core.settings.max_review_rounds)
+    requires_human = run.requires_human
     auto = prover.auto_approves(
         evidence.verdict,
         success=success,
@@ -66,18 +65,18 @@ def settle_completion(
         requires_human=requires_human,
         review=gate.review,
     )
-    rounds = int(task.get("review_rounds") or 0) + 1
+    rounds = task.review_rounds + 1
     exhausted = bool(to_fix) and gates.ends_task(rounds - 1, gate)
     # An integrable repository's work goes to the merge queue: done when merged, not when approved.
     queued = (
         integration.values(
             core,
-            task_id=task["id"],
-            run_id=run["id"],
-            target_repo=task["target_repo"],
-            target_ref=task["target_ref"],
+            task_id=task.id,
+            run_id=run.id,
+            target_repo=task.target_repo,
+            target_ref=task.target_ref,
             files_changed=files_changed,
-            base_commit=run.get("base_commit"),
+            base_commit=run.base_commit,
             ts=ts,
         )
         if success and not to_fix
@@ -104,13 +103,13 @@ def settle_completion(
         review_state = ReviewState.PENDING
 
     failure = {"error_message": error_message} if not success and error_message else None
-    spent = usage.add(run.get("telemetry"), telemetry) if telemetry else run.get("telemetry")
+    spent = usage.add(run.telemetry, telemetry) if telemetry else run.telemetry
     back = _SentBack(evidence, to_fix, rounds, gate) if to_fix else None
     task_values: dict[str, Any] = {
         "status": task_status,
         "active_run_id": None,
         "completed_at": ts,
-        "result": {"summary": summary, "outputs": outputs, "run_id": run["id"], "verdict": evidence.verdict},
+        "result": {"summary": summary, "outputs": outputs, "run_id": run.id, "verdict": evidence.verdict},
         "error": error_message if not success else None,
         # It holds its touches until merged (or sent back).
         "merge": (integration.QUEUED if auto else integration.PENDING) if queued is not None else None,
@@ -123,9 +122,9 @@ def settle_completion(
         changes.insert_evidence_pack(
             {
                 "id": pack_id,
-                "run_id": run["id"],
-                "task_id": task["id"],
-                "issue_id": task["issue_id"],
+                "run_id": run.id,
+                "task_id": task.id,
+                "issue_id": task.issue_id,
                 "verdict": evidence.verdict,
                 "verdict_reason": evidence.verdict_reason,
                 "checks": [asdict(check) for check in evidence.checks],
@@ -142,7 +141,7 @@ def settle_completion(
             }
         ),
         changes.update_run(
-            run["id"],
+            run.id,
             {
                 "status": run_status,
                 "ended_at": ts,
@@ -156,26 +155,26 @@ def settle_completion(
             status_in=(RunStatus.RUNNING,),
         ),
         # Cancelled (or otherwise ended) while this completion waited for its row: nothing is recorded.
-        changes.update_task(task["id"], task_values, status_in=(TaskStatus.RUNNING,)),
+        changes.update_task(task.id, task_values, status_in=(TaskStatus.RUNNING,)),
     ]
-    trace = task["trace_id"]
+    trace = task.trace_id
     if telemetry and (rows := usage.totals_rows(telemetry)):
         writes.append(changes.insert_telemetry_deltas(rows))
-    if telemetry and task.get("mission_id"):
-        writes.append(changes.Spend(task["mission_id"], *usage.spend(telemetry)))
+    if telemetry and task.mission_id:
+        writes.append(changes.Spend(task.mission_id, *usage.spend(telemetry)))
     running = {"status": RunStatus.RUNNING}
     audit = [
         audit_row(
             actor,
             AuditAction.TASK_COMPLETED if success else AuditAction.TASK_FAILED,
             EntityKind.TASK,
-            task["id"],
+            task.id,
             running,
-            {"status": TaskStatus.COMPLETED if back is not None else task_status, "run_id": run["id"]},
+            {"status": TaskStatus.COMPLETED if back is not None else task_status, "run_id": run.id},
             trace,
         ),
         audit_row(
-            actor, AuditAction.run_moved(run_status), EntityKind.RUN, run["id"], running, {"status": run_status}, trace
+            actor, AuditAction.run_moved(run_status), EntityKind.RUN, run.id, running, {"status": run_status}, trace
         ),
         audit_row(
             POLICY,
@@ -183,13 +182,13 @@ def settle_completion(
             EntityKind.EVIDENCE_PACK,
             pack_id,
             None,
-            {"run_id": run["id"], "verdict": evidence.verdict, "review_state": review_state},
+            {"run_id": run.id, "verdict": evidence.verdict, "review_state": review_state},
             trace,
         ),
     ]
-    if task["issue_id"] is not None:
-        writes.append(changes.update_issue(task["issue_id"], {"status": issue_status, "updated_at": ts}))
-        audit.append(issue_moved(actor, task["issue_id"], issue_status, trace))
+    if task.issue_id is not None:
+        writes.append(changes.update_issue(task.issue_id, {"status": issue_status, "updated_at": ts}))
+        audit.append(issue_moved(actor, task.issue_id, issue_status, trace))
     review_id = None
     if auto:
         review_id = new_id()
@@ -231,16 +230,16 @@ def settle_completion(
                 }
             )
         )
-        audit.extend(back.audit(task["id"], pack_id, trace, exhausted=exhausted))
-        if task["issue_id"] is not None and not exhausted:
-            writes.append(versions.feedback_write(task["issue_id"], ts, back.feedback(run["id"])))
+        audit.extend(back.audit(task.id, pack_id, trace, exhausted=exhausted))
+        if task.issue_id is not None and not exhausted:
+            writes.append(versions.feedback_write(task.issue_id, ts, back.feedback(run.id)))
     if auto and queued is not None:
         writes.append(changes.insert_integration(queued))
-        audit.append(integration.queued_audit(POLICY, run["id"], queued, trace))
+        audit.append(integration.queued_audit(POLICY, run.id, queued, trace))
     writes.append(changes.insert_audit(audit))
     if auto and queued is None:
         # What waits for this task may go now (its mission's dependents and next phase).
-        writes.append(plan.approval(POLICY, task["id"]))
+        writes.append(plan.approval(POLICY, task.id))
 
     if not success:
         outcome = results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
@@ -254,9 +253,9 @@ def settle_completion(
             status="awaiting_manual_review", message="Task completed but requires manual review before approval."
         )
     return writes, results.Completion(
-        task_id=task["id"],
+        task_id=task.id,
         task_status=task_status,
-        run_id=run["id"],
+        run_id=run.id,
         run_status=run_status,
         evidence_pack=results.EvidenceSummary(
             id=pack_id, verdict=evidence.verdict, verdict_reason=evidence.verdict_reason

@@ -46,6 +46,7 @@ from server.db.changes.writes import (
     Values,
 )
 from server.db.leases import Fence
+from server.db.records import CompletingTask, Run
 from server.db.types import UTCDateTime
 
 
@@ -79,9 +80,10 @@ async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpd
     if row is None:
         return None
     return Facts(
-        run={c.name: row[c.name] for c in t.runs.columns},
+        run=Run.of({c.name: row[c.name] for c in t.runs.columns}),
+        trace_id=row["task__trace_id"],
+        mission_id=row["task__mission_id"],
         stored_bytes=int(row["stored_bytes"]),
-        task={"trace_id": row["task__trace_id"], "mission_id": row["task__mission_id"]},
     )
 
 
@@ -106,9 +108,12 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
     row = (await conn.execute(_facts_query(fenced), fence.params())).mappings().first()
     if row is None:
         return None
+    task = CompletingTask.of({name: row[f"task__{name}"] for name in TASK_FIELDS})
     return Facts(
-        run={c.name: row[c.name] for c in t.runs.columns},
-        task={name: row[f"task__{name}"] for name in TASK_FIELDS},
+        run=Run.of({c.name: row[c.name] for c in t.runs.columns}),
+        trace_id=task.trace_id,
+        mission_id=task.mission_id,
+        task=task,
         acceptance_criteria=tuple(row["acceptance_criteria"] or ()),
         artifacts=tuple(row["artifacts"]),
         now=row["fence_now"],

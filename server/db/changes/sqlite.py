@@ -22,6 +22,7 @@ from server.db.changes.writes import (
     Spend,
 )
 from server.db.leases import Fence
+from server.db.records import CompletingTask, Run
 
 # Adds a report's spending to its mission's sums (the Spend write) on SQLite.
 _SPEND_SQLITE = (
@@ -69,20 +70,21 @@ def _facts_of_run_sqlite(db: sqlite3.Connection, run: dict[str, Any]) -> Facts:
         (run["id"], run["task_id"]),
     )
     trace_id, mission_id, stored = cursor.fetchone()
-    return Facts(run, stored_bytes=int(stored), task={"trace_id": trace_id, "mission_id": mission_id})
+    return Facts(Run.of(run), trace_id, mission_id, stored_bytes=int(stored))
 
 
 def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any], now: datetime) -> Facts:
     task_sql = f"SELECT {', '.join(TASK_FIELDS)} FROM tasks WHERE id = :id"
-    task = rawsqlite.fetch_one(db, t.tasks, task_sql, {"id": task_id})
-    assert task is not None  # the fenced run points at it
+    row = rawsqlite.fetch_one(db, t.tasks, task_sql, {"id": task_id})
+    assert row is not None  # the fenced run points at it
+    task = CompletingTask.of(row)
     criteria: tuple[str, ...] = ()
-    if task["issue_id"] is not None:
+    if task.issue_id is not None:
         packet = rawsqlite.fetch_one(
             db,
             t.context_packets,
             "SELECT acceptance_criteria FROM context_packets WHERE issue_id = :id ORDER BY version DESC LIMIT 1",
-            {"id": task["issue_id"]},
+            {"id": task.issue_id},
         )
         criteria = tuple(packet["acceptance_criteria"]) if packet is not None else ()
     artifacts = rawsqlite.fetch_all(
@@ -91,4 +93,12 @@ def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any], now
         f"SELECT {', '.join(ARTIFACT_FIELDS)} FROM artifacts WHERE run_id = :id ORDER BY created_at",
         {"id": run["id"]},
     )
-    return Facts(run, task=task, acceptance_criteria=criteria, artifacts=tuple(artifacts), now=now)
+    return Facts(
+        Run.of(run),
+        task.trace_id,
+        task.mission_id,
+        task=task,
+        acceptance_criteria=criteria,
+        artifacts=tuple(artifacts),
+        now=now,
+    )

@@ -4,7 +4,7 @@ briefing version, a mission's spending), and what it returns; the same for both 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -16,6 +16,7 @@ from sqlalchemy import (
 
 from server.db import missions, queries
 from server.db import tables as t
+from server.db.records import CompletingTask, Run
 from server.db.types import UTCDateTime
 
 __all__ = [
@@ -48,19 +49,7 @@ R = TypeVar("R")
 
 
 # What a completion reads of its task and of the run's artifacts (the prover's input, and the trace manifest's).
-TASK_FIELDS = (
-    "id",
-    "issue_id",
-    "trace_id",
-    "operation",
-    "target_repo",
-    "target_ref",
-    "target_path",
-    "time_budget_seconds",
-    "mission_id",
-    "step",
-    "review_rounds",
-)
+TASK_FIELDS = tuple(CompletingTask.model_fields)
 ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri", "media_type", "size_bytes", "sha256")
 
 
@@ -68,16 +57,24 @@ ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri", "media_type", "size_b
 class Facts:
     """What `decide` is given: the fenced run, and (for a completion) the task, its criteria and the run's artifacts."""
 
-    run: dict[str, Any]
+    run: Run
+    # Its task's.
+    trace_id: str
+    mission_id: str | None = None
     # Bytes of content the run has stored so far (for the per-run cap); not read for a completion.
     stored_bytes: int = 0
-    # The task's TASK_FIELDS for a completion; its trace_id otherwise.
-    task: dict[str, Any] = field(default_factory=dict)
+    # For a completion: its task (TASK_FIELDS).
+    task: CompletingTask | None = None
     acceptance_criteria: tuple[str, ...] = ()
     artifacts: tuple[dict[str, Any], ...] = ()
     # For a completion: the clock the fence read (the database's on PostgreSQL, the server's on SQLite), read
     # once at the start of the transaction; `clock()` writes it, so a row and what is told of it agree.
     now: datetime | None = None
+
+    def completing(self) -> CompletingTask:
+        """The task, read for a completion."""
+        assert self.task is not None, "read for a completion only"
+        return self.task
 
     def clock(self) -> ColumnElement[datetime]:
         """`now` as a value to write."""
