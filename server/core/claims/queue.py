@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -199,14 +200,14 @@ async def _claim_next_once(
     return await _hand_over(core, actor, row) if row is not None else None
 
 
-async def _claim_row(core: Core, actor: Actor, operation: str | None, repo_prefix: str | None) -> dict[str, Any] | None:
+async def _claim_row(core: Core, actor: Actor, operation: str | None, repo_prefix: str | None) -> Handed | None:
     # Shielded: a claim, once begun, commits and comes back here, so `_hand_over` knows of it.
     with anyio.CancelScope(shield=True):
         row = await _claim(core, actor, operation=operation, repo_prefix=repo_prefix)
     return row
 
 
-async def _hand_over(core: Core, actor: Actor, claimed: dict[str, Any]) -> r.ClaimNext:
+async def _hand_over(core: Core, actor: Actor, claimed: Handed) -> r.ClaimNext:
     """The claim's result. A claim whose call was cancelled once the claim had committed (its client went away
     meanwhile) is released again at once, so no task stays claimed for a caller that never hears of it."""
     try:
@@ -215,14 +216,25 @@ async def _hand_over(core: Core, actor: Actor, claimed: dict[str, Any]) -> r.Cla
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             try:
-                await work.release_task(core, actor, claimed["id"], GONE, run_id=claimed["run_handle"])
+                await work.release_task(core, actor, claimed.row.id, GONE, run_id=claimed.run_handle)
             except Exception:  # the database went away too: the lease lapses and the sweeper requeues the task
-                log.warning("could not release task %s claimed for a call that went away", claimed["id"], exc_info=True)
+                log.warning(
+                    "could not release task %s claimed for a call that went away", claimed.row.id, exc_info=True
+                )
         raise
 
 
 # The reason a claim is released with when its caller went away before it heard of the claim.
 GONE = "The jct_claim_next call was cancelled (its client went away) before it could hand over this claim."
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A claim made for a caller: the claimed row, and the run_id the caller is given (with its claim key
+    when it has no token)."""
+
+    row: claims.Claimed
+    run_handle: str
 
 
 async def _claim(
@@ -232,7 +244,7 @@ async def _claim(
     task_id: str | None = None,
     operation: str | None = None,
     repo_prefix: str | None = None,
-) -> dict[str, Any] | None:
+) -> Handed | None:
     run_id = new_id()
     # Nothing proves who a caller without a token is: its run_id carries a key only this result hands out.
     key = None if actor.authenticated else new_claim_key()
@@ -267,7 +279,7 @@ async def _claim(
     if row is None:
         return None
     core.holdings.hold(run_id)  # renewed while the connection it was claimed through lives
-    return {**row, "run_handle": run_handle(run_id, key)}
+    return Handed(row, run_handle(run_id, key))
 
 
 # The overlapping pairs a TASK_CONFLICTS message names at most.
@@ -288,16 +300,17 @@ def task_conflicts(refused: holds.ClaimConflict) -> JctError:
     )
 
 
-async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
+async def _claimed(core: Core, claimed: Handed) -> dict[str, Any]:
     """What a claim returns: the claimed row's fields, and the base commit it recorded (a verifiable task)."""
+    row = claimed.row
     fields = _claim_fields(claimed)
-    run_id = claimed["active_run_id"]
-    place, base = await verified.base_of(core, run_id, claimed["target_repo"], claimed["target_ref"])
+    run_id = row.active_run_id
+    place, base = await verified.base_of(core, run_id, row.target_repo, row.target_ref)
     made = None
     if place is not None and base is not None:
         # An integrable repository: the run's own branch (and worktree) at that base (DESIGN section 16).
         if place.writable:
-            carry = await workspace.carried(core, place, fields["task_id"], run_id)
+            carry = await workspace.carried(core, place, row.id, run_id)
             made = await workspace.open_workspace(core, place, run_id, base, carry)
             if made is not None:
                 base = made["base_commit"]
@@ -308,25 +321,23 @@ async def _claimed(core: Core, claimed: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _claim_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """The flat claim row (task, run, briefing; see server/db/claims/) as Claim fields."""
-    packet = {key.removeprefix("packet_"): value for key, value in row.items() if key.startswith("packet_")}
-    snapshot = {key.removeprefix("snapshot_"): value for key, value in row.items() if key.startswith("snapshot_")}
-    snapshot_row = snapshot if snapshot["id"] is not None else None
+def _claim_fields(claimed: Handed) -> dict[str, Any]:
+    """The claimed row (task, run, briefing) as Claim fields."""
+    row = claimed.row
     return {
-        "task_id": row["id"],
-        "run_id": row["run_handle"],
-        "trace_id": row["trace_id"],
-        "objective": row["objective"],
-        "operation": row["operation"],
-        "target": views.target(row),
-        "attempt": row["attempt"],
-        "lease_expires_at": row["lease_expires_at"],
-        "constraints": views.constraints(snapshot_row, row["time_budget_seconds"]),
-        "context_packet": views.context_packet(packet if packet["id"] is not None else None),
-        "constraint_snapshot": views.constraint_snapshot(snapshot_row, row["time_budget_seconds"]),
-        "mission_id": row["mission_id"],
-        "decisions": [r.DecisionView.model_validate(d) for d in row["decisions"]] if row["mission_id"] else None,
+        "task_id": row.id,
+        "run_id": claimed.run_handle,
+        "trace_id": row.trace_id,
+        "objective": row.objective,
+        "operation": row.operation,
+        "target": r.Target(repo=row.target_repo, ref=row.target_ref, path=row.target_path, touches=row.touches),
+        "attempt": row.attempt,
+        "lease_expires_at": row.lease_expires_at,
+        "constraints": views.constraints(row.snapshot, row.time_budget_seconds),
+        "context_packet": views.context_packet(row.packet),
+        "constraint_snapshot": views.constraint_snapshot(row.snapshot, row.time_budget_seconds),
+        "mission_id": row.mission_id,
+        "decisions": [r.DecisionView.model_validate(d) for d in row.decisions] if row.mission_id else None,
     }
 
 

@@ -41,22 +41,26 @@ from server.db.claims.postgres import claim_postgres
 from server.db.claims.request import DECISIONS_SHOWN as DECISIONS_SHOWN
 from server.db.claims.request import WALK_BATCH as WALK_BATCH
 from server.db.claims.request import ClaimCapReached as ClaimCapReached
+from server.db.claims.request import Claimed as Claimed
 from server.db.claims.request import ClaimRequest as ClaimRequest
 from server.db.claims.request import held_by_budget as held_by_budget
 from server.db.claims.sqlite import claim_on_sqlite_thread
 from server.db.engine import Database
 
 
-async def claim(db: Database, req: ClaimRequest) -> dict[str, Any] | None:
-    """The claim, whichever the database: the flat claimed row (task, run, briefing), or None when nothing
-    was claimable. Raises ClaimCapReached, having claimed nothing, when the cap of `req.max_claims` is met, and
-    holds.ClaimConflict when the task claimed by id overlaps a holder's touches.
+async def claim(db: Database, req: ClaimRequest) -> Claimed | None:
+    """The claim, whichever the database, or None when nothing was claimable. Raises ClaimCapReached, having
+    claimed nothing, when the cap of `req.max_claims` is met, and holds.ClaimConflict when the task claimed by
+    id overlaps a holder's touches.
 
     The one dialect fork of the claim. PostgreSQL: one statement in an ordinary transaction (a few more past a
     task with touches, in the same transaction: see the package docstring; postgres.py). SQLite (sqlite.py): the
     whole BEGIN IMMEDIATE transaction as ONE call on aiosqlite's thread, which pays against the same steps
     through SQLAlchemy (several thread hops per statement): the figures are in bench/README.md."""
+    row: dict[str, Any] | None
     if db.is_sqlite:
-        return await db.write_in_one_call(partial(claim_on_sqlite_thread, req=req))
-    async with db.write() as conn:
-        return await claim_postgres(conn, req)
+        row = await db.write_in_one_call(partial(claim_on_sqlite_thread, req=req))
+    else:
+        async with db.write() as conn:
+            row = await claim_postgres(conn, req)
+    return Claimed.of_flat(row) if row is not None else None

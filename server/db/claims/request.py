@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
+from pydantic import Field
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from server.db.records import IssueId, JsonObject, Record, RunId, TaskId
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,49 @@ SNAPSHOT_COLUMNS = ("id", "scope", "time_budget_seconds", "allow_network", "allo
 BRIEFING_SQL = ", ".join(
     [f"packet.{c} AS packet_{c}" for c in PACKET_COLUMNS] + [f"snapshot.{c} AS snapshot_{c}" for c in SNAPSHOT_COLUMNS]
 )
+
+
+class Claimed(Record):
+    """A claim as `claim` hands it back: the task's TASK_COLUMNS, the run's attempt and lease, the briefing (the
+    latest context packet and the constraint snapshot, None where the task has none) and its mission's
+    decisions so far, newest first."""
+
+    id: TaskId
+    issue_id: IssueId | None = None
+    trace_id: str
+    attempts: int
+    objective: str
+    operation: str
+    target_repo: str
+    target_ref: str
+    target_path: str
+    time_budget_seconds: int
+    constraint_snapshot_id: str | None = None
+    active_run_id: RunId
+    mission_id: str | None = None
+    touches: list[str] | None = None
+    attempt: int
+    lease_expires_at: datetime
+    packet: JsonObject | None = None
+    snapshot: JsonObject | None = None
+    decisions: list[JsonObject] = Field(default_factory=list)
+
+    @classmethod
+    def of_flat(cls, row: dict[str, Any]) -> Self:
+        """From the flat row both dialects' statements return (the briefing's columns prefixed)."""
+        fields: dict[str, Any] = {}
+        packet: dict[str, Any] = {}
+        snapshot: dict[str, Any] = {}
+        for key, value in row.items():
+            if key.startswith("packet_"):
+                packet[key.removeprefix("packet_")] = value
+            elif key.startswith("snapshot_"):
+                snapshot[key.removeprefix("snapshot_")] = value
+            else:
+                fields[key] = value
+        fields["packet"] = packet if packet.get("id") is not None else None
+        fields["snapshot"] = snapshot if snapshot.get("id") is not None else None
+        return cls.model_validate(fields)
 
 
 # A mission's budget is spent once what its runs reported reaches either limit (NULL: no limit, never true).
