@@ -96,15 +96,20 @@ class Step(Frozen):
 # --- tasks, runs, evidence ---------------------------------------------------------------
 
 
-class Task(Record):
-    id: TaskId
+class Asked(Record):
+    """What a task asks for, in its row and in its request: the kind of work, where, and how long it may take."""
+
     operation: str
-    objective: str
     target_repo: str
     target_ref: str
     target_path: str
-    priority: str
     time_budget_seconds: int
+
+
+class Task(Asked):
+    id: TaskId
+    objective: str
+    priority: str
     status: str
     attempts: int
     max_attempts: int
@@ -137,17 +142,12 @@ class Task(Record):
         return data
 
 
-class CompletingTask(Record):
+class CompletingTask(Asked):
     """What a completion reads of its task, in its transaction (server/db/changes/)."""
 
     id: TaskId
     issue_id: IssueId | None = None
     trace_id: str
-    operation: str
-    target_repo: str
-    target_ref: str
-    target_path: str
-    time_budget_seconds: int
     mission_id: str | None = None
     step: Step | None = None
     review_rounds: int = 0

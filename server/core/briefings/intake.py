@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from pydantic import Field
 
 from server.core import results as r
 from server.core.audit import AuditAction, audit_row
@@ -19,7 +20,7 @@ from server.core.models import Actor, Limits, check_text, new_id, parse_enum
 from server.core.service import Core
 from server.core.text import storable
 from server.db import queries
-from server.db.records import Task
+from server.db.records import Asked, Task
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, IssueStatus, Operation, Priority, TaskStatus
 
@@ -97,23 +98,17 @@ async def enqueue_task(
     )
 
 
-@dataclass(frozen=True)
-class Gated:
+class Gated(Asked):
     """A task request through the policy gate, normalised: what its rows are built from."""
 
     objective: str
-    operation: str
-    target_repo: str
-    target_ref: str
-    target_path: str
-    time_budget_seconds: int
     priority: str
     acceptance_criteria: list[str]
     context_summary: str
     create_cwom: bool
-    doctrine: list[str] = field(default_factory=list)
-    prior_art: list[str] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    doctrine: list[str] = Field(default_factory=list)
+    prior_art: list[str] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
     touches: list[str] | None = None  # None: not declared (its target_path's)
 
     def hashed(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pydantic import Field
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.db.records import IssueId, JsonObject, Record, RunId, TaskId
+from server.db.records import Asked, IssueId, JsonObject, RunId, TaskId
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ BRIEFING_SQL = ", ".join(
 )
 
 
-class Claimed(Record):
+class Claimed(Asked):
     """A claim as `claim` hands it back: the task's TASK_COLUMNS, the run's attempt and lease, the briefing (the
     latest context packet and the constraint snapshot, None where the task has none) and its mission's
     decisions so far, newest first."""
@@ -80,11 +80,6 @@ class Claimed(Record):
     trace_id: str
     attempts: int
     objective: str
-    operation: str
-    target_repo: str
-    target_ref: str
-    target_path: str
-    time_budget_seconds: int
     constraint_snapshot_id: str | None = None
     active_run_id: RunId
     mission_id: str | None = None
