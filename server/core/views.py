@@ -30,12 +30,6 @@ def columns(row: RowMapping) -> dict[Any, Any]:
     return row.columns() if isinstance(row, Record) else dict(row)
 
 
-def target(task: Row) -> r.Target:
-    return r.Target(
-        repo=task["target_repo"], ref=task["target_ref"], path=task["target_path"], touches=task.get("touches")
-    )
-
-
 def constraints(snapshot: Row | None, time_budget_seconds: int) -> r.Constraints:
     """A task's constraints: its snapshot's, else its time budget alone."""
     if snapshot is None:

@@ -1,9 +1,10 @@
 """The rows the services read, as frozen typed records: validated once, where the row is read (`Task.of(row)`).
 
-One class per table the services reason about (a task, its run, the run's evidence pack) and the workflow step a
-task carries out, with its gate. Columns keep their names; ids are the NewTypes below. JSON columns stay plain
-JSON (`JsonObject`): what they hold is the business of the code that writes them, except a task's step, which
-is read as a `Step`.
+One class per table the services reason about (a task, its run, the run's evidence pack), one per row a
+statement reads for one purpose (what a completion reads of its task; a claim's row is db/claims' Claimed), and
+the workflow step a task carries out, with its gate. Columns keep their names; ids are the NewTypes below. JSON
+columns stay plain JSON (`JsonObject`): what they hold is the business of the code that writes them, except a
+task's step, which is read as a `Step`.
 
 Pydantic validates a row in one call (faster than building a frozen dataclass field by field: bench/README.md).
 """
@@ -96,7 +97,7 @@ class Step(Frozen):
 # --- tasks, runs, evidence ---------------------------------------------------------------
 
 
-class Asked(Record):
+class Asked(Frozen):
     """What a task asks for, in its row and in its request: the kind of work, where, and how long it may take."""
 
     operation: str
@@ -106,7 +107,7 @@ class Asked(Record):
     time_budget_seconds: int
 
 
-class Task(Asked):
+class Task(Record, Asked):
     id: TaskId
     objective: str
     priority: str
@@ -142,8 +143,9 @@ class Task(Asked):
         return data
 
 
-class CompletingTask(Asked):
-    """What a completion reads of its task, in its transaction (server/db/changes/)."""
+class CompletingTask(Record, Asked):
+    """What a completion reads of its task, in its transaction (server/db/changes/): every field is a column of
+    `tasks`, read by name (TASK_FIELDS)."""
 
     id: TaskId
     issue_id: IssueId | None = None

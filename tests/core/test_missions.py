@@ -12,9 +12,12 @@ import pytest
 from mcp import Client
 from sqlalchemy import select
 
+from server.core.missions import plan
 from server.core.service import Core
 from server.db import tables
+from server.errors import ErrorCode, JctError
 from tests.core.helpers import snapshot
+from tests.support.agents import ADMIN
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio
@@ -187,6 +190,19 @@ async def test_a_bad_graph_is_refused_and_creates_nothing(agent: Client, core: C
     assert await snapshot(core) == before
     if case.startswith("a cycle"):
         assert "a -> c -> b -> a" in refused["message"] or "->" in refused["message"]
+
+
+@pytest.mark.parametrize("budget", ["ten", 600.5, True], ids=["text", "fraction", "bool"])
+async def test_a_plain_json_task_budget_must_be_whole_seconds(core: Core, budget: object) -> None:
+    """`jct mission create FILE` passes the file's JSON to the core unchecked by any tool schema: the gate
+    refuses a budget that is not a whole number of seconds, and stores nothing."""
+    before = await snapshot(core)
+    spec = mission([task("a", time_budget_seconds=budget)])
+    with pytest.raises(JctError) as refused:
+        await plan.create_mission(core, ADMIN, title=spec["title"], goal=spec["goal"], phases=spec["phases"])
+    assert refused.value.code == ErrorCode.INVALID_ARGUMENT
+    assert "whole number of seconds" in refused.value.message
+    assert await snapshot(core) == before
 
 
 async def test_tasks_join_a_running_mission_only_from_it(agent: Client, core: Core) -> None:

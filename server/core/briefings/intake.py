@@ -135,7 +135,7 @@ def gate(core: Core, **fields: Any) -> Gated:
     """The policy gate: every rule a task must meet before it is stored. Returns the normalised request."""
     operation = parse_enum(Operation, fields["operation"], "operation")
     priority = parse_enum(Priority, fields["priority"], "priority")
-    budget = fields["time_budget_seconds"]
+    budget = check_budget(fields["time_budget_seconds"])
     if not Limits.MIN_BUDGET <= budget <= Limits.MAX_BUDGET:
         raise JctError(
             ErrorCode.BUDGET_OUT_OF_RANGE,
@@ -187,6 +187,17 @@ def gate(core: Core, **fields: Any) -> Gated:
         data=check_data(fields.get("data")),
         touches=check_touches(touches) if touches is not None else None,
     )
+
+
+def check_budget(budget: object) -> int:
+    """A time budget in whole seconds (a mission's tasks come as plain JSON, where 600.0 is a whole number too)."""
+    if isinstance(budget, float) and budget.is_integer():
+        return int(budget)
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise invalid(
+            f"time_budget_seconds must be a whole number of seconds; got {budget!r}."[:300], "Send e.g. 3600."
+        )
+    return budget
 
 
 def check_prior_art(prior_art: object) -> list[str]:

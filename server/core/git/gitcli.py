@@ -324,6 +324,8 @@ def _on_thread(method: Callable[Concatenate[Batch, P], T]) -> Callable[P, Awaita
     async def call(*args: P.args, **kwargs: P.kwargs) -> T:
         return await in_thread(lambda batch: method(batch, *args, **kwargs))
 
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = f"Batch.{method.__name__} on a worker thread."
     return call
 
 

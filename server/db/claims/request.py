@@ -11,7 +11,7 @@ from pydantic import Field
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.db.records import Asked, IssueId, JsonObject, RunId, TaskId
+from server.db.records import Asked, IssueId, JsonObject, Record, RunId, TaskId
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ BRIEFING_SQL = ", ".join(
 )
 
 
-class Claimed(Asked):
+class Claimed(Record, Asked):
     """A claim as `claim` hands it back: the task's TASK_COLUMNS, the run's attempt and lease, the briefing (the
     latest context packet and the constraint snapshot, None where the task has none) and its mission's
     decisions so far, newest first."""
