@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import rawsqlite
 from server.db import tables as t
+from server.db.records import Mission
 from server.db.types import UTCDateTime
 from server.vocab import EventKind, MissionStatus, ReviewState, RunStatus, TaskStatus
 
@@ -166,12 +167,11 @@ async def insert_mission(
     return True
 
 
-async def get_mission(conn: AsyncConnection, mission_id: str, *, lock: bool = False) -> RowMapping | None:
+async def get_mission(conn: AsyncConnection, mission_id: str, *, lock: bool = False) -> Mission | None:
     query = select(t.missions).where(t.missions.c.id == mission_id)
     if lock and conn.dialect.name != "sqlite":
         query = query.with_for_update()
-    row: RowMapping | None = (await conn.execute(query)).mappings().first()
-    return row
+    return Mission.maybe((await conn.execute(query)).mappings().first())
 
 
 async def lock_running_runs(conn: AsyncConnection, mission_id: str) -> None:
@@ -205,10 +205,9 @@ async def set_summary(conn: AsyncConnection, mission_id: str, summary: str) -> N
     await conn.execute(update(t.missions).where(t.missions.c.id == mission_id).values(summary=summary))
 
 
-async def mission_by_idempotency_key(conn: AsyncConnection, scope: str, key: str) -> RowMapping | None:
+async def mission_by_idempotency_key(conn: AsyncConnection, scope: str, key: str) -> Mission | None:
     query = select(t.missions).where(t.missions.c.idempotency_scope == scope, t.missions.c.idempotency_key == key)
-    row: RowMapping | None = (await conn.execute(query)).mappings().first()
-    return row
+    return Mission.maybe((await conn.execute(query)).mappings().first())
 
 
 async def phases_of(conn: AsyncConnection, mission_id: str, *, lock: bool = False) -> Sequence[RowMapping]:
@@ -387,7 +386,7 @@ async def review_tally(conn: AsyncConnection, mission_id: str) -> Sequence[RowMa
 
 async def list_missions(
     conn: AsyncConnection, statuses: Sequence[str], after: tuple[datetime, str] | None, limit: int
-) -> Sequence[RowMapping]:
+) -> list[Mission]:
     """Missions in these statuses, newest first, from the keyset position `after`."""
     missions = t.missions
     query = select(missions).where(missions.c.status.in_(list(statuses)))
@@ -398,7 +397,7 @@ async def list_missions(
             | ((missions.c.created_at == created_at) & (missions.c.id < mission_id))
         )
     query = query.order_by(missions.c.created_at.desc(), missions.c.id.desc()).limit(limit)
-    return (await conn.execute(query)).mappings().all()
+    return [Mission.of(row) for row in (await conn.execute(query)).mappings()]
 
 
 async def task_totals(conn: AsyncConnection, mission_ids: Sequence[str]) -> dict[str, int]:

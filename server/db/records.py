@@ -244,3 +244,40 @@ class Integration(Record):
     queued_at: datetime
     started_at: datetime | None = None
     ended_at: datetime | None = None
+
+
+# --- missions --------------------------------------------------------------------------------
+
+
+class Budgeted(Frozen):
+    """A mission's budget (None: no limit) and what its runs reported spending (DESIGN section 17)."""
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    spent_cost_usd: float = 0.0
+    spent_tokens: float = 0.0
+
+
+class Mission(Record, Budgeted):
+    id: str
+    title: str
+    goal: str
+    status: str
+    created_by: str
+    workflow: JsonObject | None = None
+    remaining: int
+    idempotency_key: str | None = None
+    idempotency_scope: str | None = None
+    request_hash: str | None = None
+    error: str | None = None
+    created_at: datetime
+    completed_at: datetime | None = None
+    summary: str | None = None
+
+
+class HeldBack(Record, Budgeted):
+    """A spent mission that holds back queued tasks a claim asked for (db/claims held_by_budget)."""
+
+    id: str
+    title: str
+    waiting: int  # its queued tasks

@@ -21,6 +21,7 @@ from server.core.models import Actor
 from server.core.review import completion
 from server.core.service import Core
 from server.db import tables
+from server.db.records import Budgeted
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ALICE, BOB, race, separate_cores, snapshot
 from tests.core.test_claim_wait import Waiting, served
@@ -265,7 +266,7 @@ async def test_no_claim_that_starts_after_the_budget_is_spent_hands_out_a_task(
     async def spent_now(c: Core) -> bool:
         async with c.db.read() as conn:
             row = (await conn.execute(select(tables.missions).where(tables.missions.c.id == mission_id))).mappings()
-            return budget.is_spent(row.one())
+            return budget.is_spent(Budgeted.of(row.one()))
 
     async def worker(c: Core, n: int) -> None:
         actor = Actor(actor_id=f"worker-{n}", session=f"worker-{n}")

@@ -97,8 +97,8 @@ async def cancel_mission(core: Core, actor: Actor, mission_id: str, reason: str)
         mission = await q.get_mission(conn, mission_id, lock=True)
         if mission is None:
             raise mission_not_found(mission_id)
-        if mission["status"] != MissionStatus.ACTIVE:
-            raise invalid(f"Mission {mission_id} is {mission['status']}.", "Nothing to do: it has already ended.")
+        if mission.status != MissionStatus.ACTIVE:
+            raise invalid(f"Mission {mission_id} is {mission.status}.", "Nothing to do: it has already ended.")
         tasks = await q.tasks_of(conn, mission_id, 10_000)
         cancelled = 0
         for task in tasks:

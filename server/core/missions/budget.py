@@ -22,6 +22,7 @@ from server.core.models import Actor, Limits, check_text, parse_id
 from server.core.service import Core
 from server.db import missions as q
 from server.db import queries
+from server.db.records import Budgeted, HeldBack, Mission
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, MissionStatus
 
@@ -54,27 +55,27 @@ def check_budget(max_cost_usd: Any, max_tokens: Any) -> tuple[float | None, int 
 _SEND = "Send max_cost_usd (e.g. 25.0) and max_tokens (e.g. 2000000) as numbers of 0 or more, or omit them."
 
 
-def is_spent(mission: Row) -> bool:
-    """The claim's test (server/db/claims/request.py SPENT), on a mission row read."""
-    cost, tokens = mission.get("max_cost_usd"), mission.get("max_tokens")
-    return (cost is not None and mission["spent_cost_usd"] >= cost) or (
-        tokens is not None and mission["spent_tokens"] >= tokens
+def is_spent(mission: Budgeted) -> bool:
+    """The claim's test (server/db/claims/request.py SPENT), on a mission read."""
+    cost, tokens = mission.max_cost_usd, mission.max_tokens
+    return (cost is not None and mission.spent_cost_usd >= cost) or (
+        tokens is not None and mission.spent_tokens >= tokens
     )
 
 
-def detail(mission: Row) -> r.MissionDetail:
+def detail(mission: Mission) -> r.MissionDetail:
     """The mission's row as its page shows it, with whether its budget is spent."""
-    return r.MissionDetail.model_validate({**mission, "budget_spent": is_spent(mission)})
+    return r.MissionDetail.model_validate({**mission.columns(), "budget_spent": is_spent(mission)})
 
 
-def spent_text(mission: Row) -> str:
+def spent_text(mission: Budgeted) -> str:
     """Which limit is reached, with the figures: `cost $5.12 of max_cost_usd $5.00`."""
     parts = []
-    cost, tokens = mission.get("max_cost_usd"), mission.get("max_tokens")
-    if cost is not None and mission["spent_cost_usd"] >= cost:
-        parts.append(f"cost ${mission['spent_cost_usd']:.2f} of max_cost_usd ${cost:.2f}")
-    if tokens is not None and mission["spent_tokens"] >= tokens:
-        parts.append(f"{int(mission['spent_tokens'])} tokens of max_tokens {tokens}")
+    cost, tokens = mission.max_cost_usd, mission.max_tokens
+    if cost is not None and mission.spent_cost_usd >= cost:
+        parts.append(f"cost ${mission.spent_cost_usd:.2f} of max_cost_usd ${cost:.2f}")
+    if tokens is not None and mission.spent_tokens >= tokens:
+        parts.append(f"{int(mission.spent_tokens)} tokens of max_tokens {tokens}")
     return " and ".join(parts)
 
 
@@ -86,14 +87,14 @@ def raise_hint(mission_id: str) -> str:
     )
 
 
-def refusal(mission: Row, task_id: str | None = None) -> JctError:
+def refusal(mission: HeldBack, task_id: str | None = None) -> JctError:
     """MISSION_BUDGET_SPENT for a claim of a spent mission's task, naming the budget."""
-    what = f"Task {task_id} is" if task_id else f"Nothing else is claimable for you: {mission['waiting']} task(s) are"
+    what = f"Task {task_id} is" if task_id else f"Nothing else is claimable for you: {mission.waiting} task(s) are"
     return JctError(
         ErrorCode.MISSION_BUDGET_SPENT,
-        f"{what} held back: mission {mission['id']} ({' '.join(str(mission['title']).split())[:60]}) has spent its "
+        f"{what} held back: mission {mission.id} ({' '.join(mission.title.split())[:60]}) has spent its "
         f"budget ({spent_text(mission)}).",
-        raise_hint(str(mission["id"])) + " Until then claim other work, or stop.",
+        raise_hint(mission.id) + " Until then claim other work, or stop.",
     )
 
 
@@ -110,12 +111,13 @@ async def set_budget(
         mission = await q.get_mission(conn, mission_id, lock=True)
         if mission is None:
             raise mission_not_found(mission_id)
-        if mission["status"] != MissionStatus.ACTIVE:
-            raise invalid(f"Mission {mission_id} is {mission['status']}.", "Only an active mission's budget matters.")
-        before = {"max_cost_usd": mission["max_cost_usd"], "max_tokens": mission["max_tokens"]}
-        after = {"max_cost_usd": None, "max_tokens": None} if clear else dict(before)
-        after |= {k: v for k, v in (("max_cost_usd", cost), ("max_tokens", tokens)) if v is not None}
-        await q.set_budget(conn, mission_id, after["max_cost_usd"], after["max_tokens"])
+        if mission.status != MissionStatus.ACTIVE:
+            raise invalid(f"Mission {mission_id} is {mission.status}.", "Only an active mission's budget matters.")
+        before = {"max_cost_usd": mission.max_cost_usd, "max_tokens": mission.max_tokens}
+        new_cost = cost if cost is not None else None if clear else mission.max_cost_usd
+        new_tokens = tokens if tokens is not None else None if clear else mission.max_tokens
+        after = {"max_cost_usd": new_cost, "max_tokens": new_tokens}
+        await q.set_budget(conn, mission_id, new_cost, new_tokens)
         row = audit_row(actor, AuditAction.MISSION_BUDGET_SET, EntityKind.MISSION, mission_id, before, after, None)
         await queries.insert_audit(conn, [row])
         updated = await q.get_mission(conn, mission_id)

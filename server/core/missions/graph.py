@@ -41,8 +41,8 @@ async def place(
     mission = await q.get_mission(conn, mission_id, lock=True)
     if mission is None:
         raise mission_not_found(mission_id)
-    if mission["status"] != MissionStatus.ACTIVE:
-        raise invalid(f"Mission {mission_id} is {mission['status']}.", "Add tasks only to an active mission.")
+    if mission.status != MissionStatus.ACTIVE:
+        raise invalid(f"Mission {mission_id} is {mission.status}.", "Add tasks only to an active mission.")
     phases = await q.phases_of(conn, mission_id, lock=True)
     index = len(phases) - 1 if phase is None else phase
     if not 0 <= index <= len(phases):

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from server.core import results as r
 from server.core.missions.budget import Row
 from server.db import outcomes as outcome_rows
+from server.db.records import Mission
 from server.vocab import TASK_ENDED_UNAPPROVED, MissionStatus, TaskStatus
 
 FILES_SHOWN = 500
@@ -28,15 +29,15 @@ SUMMARY_CHARS = 2000
 
 
 def outcome_of(
-    mission: Row,
+    mission: Mission,
     tasks: Sequence[r.MissionTask],
     humans: Sequence[Row],
     budget_spent: bool,
 ) -> r.Outcome | None:
     """The mission's outcome, or None while it can still move by itself."""
-    if mission["status"] == MissionStatus.CANCELLED:
+    if mission.status == MissionStatus.CANCELLED:
         return "cancelled"
-    if mission["status"] == MissionStatus.COMPLETED:
+    if mission.status == MissionStatus.COMPLETED:
         return "completed"
     open_tasks = [task for task in tasks if not task.approved and task.status not in TASK_ENDED_UNAPPROVED]
     if not open_tasks:
@@ -56,7 +57,7 @@ def outcome_of(
 async def describe(
     conn: AsyncConnection,
     outcome: r.Outcome,
-    mission: Row,
+    mission: Mission,
     rows: Sequence[Row],
     blockers: Sequence[r.Blocker],
     spent: r.Spent,
@@ -87,13 +88,13 @@ async def describe(
         for b in blockers
         if b.kind not in ("failed", "cancelled")
     ]
-    for row in await outcome_rows.overrides_of(conn, str(mission["id"])):
+    for row in await outcome_rows.overrides_of(conn, mission.id):
         reason = row["after"]["override_reason"]
         why = _clip(f"approved by override: {reason}", 400)
         limitations.append(r.TaskLimitation(task_id=str(row["task_id"]), kind="override", reason=why))
     run_ids = [str(row["result"]["run_id"]) for row in approved if (row["result"] or {}).get("run_id")]
     files, truncated = _union(await outcome_rows.files_changed_of(conn, run_ids))
-    end = mission["completed_at"] or sums["last_ended"] or datetime.now(UTC)
+    end = mission.completed_at or sums["last_ended"] or datetime.now(UTC)
     return r.MissionOutcome(
         outcome=outcome,
         achieved=achieved,
@@ -101,7 +102,7 @@ async def describe(
         files_changed=files,
         files_truncated=truncated,
         spent=spent,
-        duration_seconds=max(0.0, (end - mission["created_at"]).total_seconds()),
+        duration_seconds=max(0.0, (end - mission.created_at).total_seconds()),
     )
 
 

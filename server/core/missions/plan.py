@@ -30,6 +30,7 @@ from server.core.models import Actor, Limits, check_text, new_id
 from server.core.service import Core
 from server.db import changes, queries
 from server.db import missions as q
+from server.db.records import Mission
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, MissionStatus, TaskStatus
 
@@ -256,26 +257,26 @@ def _task_rows(
     return rows
 
 
-async def _duplicate(conn: AsyncConnection, existing: Mapping[Any, Any], request_hash: str) -> r.MissionCreated:
-    if existing["request_hash"] != request_hash:
+async def _duplicate(conn: AsyncConnection, existing: Mission, request_hash: str) -> r.MissionCreated:
+    if existing.request_hash != request_hash:
         raise JctError(
             ErrorCode.IDEMPOTENCY_CONFLICT,
-            f"idempotency_key was already used for mission {existing['id']} with a different payload.",
+            f"idempotency_key was already used for mission {existing.id} with a different payload.",
             "Use a new idempotency_key for a different mission, or resend the original payload unchanged.",
         )
-    tasks = await q.tasks_of(conn, existing["id"], Limits.MISSION_TASKS)
+    tasks = await q.tasks_of(conn, existing.id, Limits.MISSION_TASKS)
     return r.MissionCreated(
-        mission_id=existing["id"],
-        status=existing["status"],
+        mission_id=existing.id,
+        status=existing.status,
         tasks=[r.MissionTaskCreated(key=None, task_id=t["id"], phase=t["phase"], status=t["status"]) for t in tasks],
         duplicate=True,
     )
 
 
-def _retry_duplicate(winner: Mapping[Any, Any]) -> JctError:
+def _retry_duplicate(winner: Mission) -> JctError:
     return JctError(
         ErrorCode.IDEMPOTENCY_CONFLICT,
-        f"Mission {winner['id']} was created with this idempotency_key at the same moment.",
+        f"Mission {winner.id} was created with this idempotency_key at the same moment.",
         "Call again with the same payload to get it, or with a new key for another mission.",
     )
 

@@ -12,12 +12,12 @@ from sqlalchemy import RowMapping
 from server.core import results as r
 from server.core import views
 from server.core.missions import budget, outcomes
-from server.core.missions.budget import Row
 from server.core.missions.graph import mission_not_found
 from server.core.models import check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q
 from server.db import outcomes as outcome_rows
+from server.db.records import Mission
 from server.errors import invalid
 from server.vocab import TASK_ENDED_UNAPPROVED, EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
 
@@ -70,7 +70,7 @@ async def get_mission(
         shown = [_task(task, depends) for task in tasks]
         held = budget.is_spent(mission)
         blockers = _blockers(shown, humans)
-        if held and mission["status"] == MissionStatus.ACTIVE:
+        if held and mission.status == MissionStatus.ACTIVE:
             blockers.append(_budget_blocker(mission, shown))
         ended = outcomes.outcome_of(mission, shown, humans, held)
         spent = views.spent(sums)
@@ -91,12 +91,12 @@ async def get_mission(
     )
 
 
-def _budget_blocker(mission: Row, tasks: Sequence[r.MissionTask]) -> r.Blocker:
+def _budget_blocker(mission: Mission, tasks: Sequence[r.MissionTask]) -> r.Blocker:
     waiting = sum(task.status == TaskStatus.QUEUED for task in tasks)
     return r.Blocker(
         kind="budget_spent",
         reason=f"its budget is spent ({budget.spent_text(mission)}): {waiting} queued task(s) are not handed out",
-        action=budget.raise_hint(str(mission["id"])),
+        action=budget.raise_hint(mission.id),
     )
 
 
@@ -107,10 +107,10 @@ def _task(task: RowMapping, depends: Mapping[str, list[str]]) -> r.MissionTask:
 
 
 def _progress(
-    mission: RowMapping, tasks: Sequence[r.MissionTask], milestones: Sequence[Any], tally: Sequence[RowMapping]
+    mission: Mission, tasks: Sequence[r.MissionTask], milestones: Sequence[Any], tally: Sequence[RowMapping]
 ) -> r.MissionProgress:
     approved = sum(task.approved for task in tasks)
-    end = mission["completed_at"] or datetime.now(UTC)
+    end = mission.completed_at or datetime.now(UTC)
     verdicts: Counter[str] = Counter()
     rounds = 0
     for row in tally:
@@ -125,7 +125,7 @@ def _progress(
         milestones=len(milestones),
         review_rounds=rounds,
         verdicts=dict(verdicts),
-        elapsed_seconds=max(0.0, (end - mission["created_at"]).total_seconds()),
+        elapsed_seconds=max(0.0, (end - mission.created_at).total_seconds()),
     )
 
 
@@ -200,16 +200,21 @@ async def list_missions(
     async with core.db.read() as conn:
         rows = await q.list_missions(conn, statuses, after, limit + 1)
         page = rows[:limit]
-        totals = await q.task_totals(conn, [row["id"] for row in page])
+        totals = await q.task_totals(conn, [row.id for row in page])
     next_cursor = None
     if len(rows) > limit:
-        next_cursor = encode_cursor(page[-1]["created_at"].isoformat(), page[-1]["id"])
+        next_cursor = encode_cursor(page[-1].created_at.isoformat(), page[-1].id)
     summaries = []
     for row in page:
-        total = totals.get(str(row["id"]), 0)
+        total = totals.get(row.id, 0)
         summaries.append(
             r.MissionSummary.model_validate(
-                {**row, "total": total, "approved": total - int(row["remaining"]), "budget_spent": budget.is_spent(row)}
+                {
+                    **row.columns(),
+                    "total": total,
+                    "approved": total - row.remaining,
+                    "budget_spent": budget.is_spent(row),
+                }
             )
         )
     return r.MissionList(missions=summaries, count=len(page), next_cursor=next_cursor)

@@ -22,6 +22,7 @@ from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import integrations, outcomes, queries
 from server.db import missions as mission_rows
 from server.db import operators as q
+from server.db.records import Budgeted
 from server.errors import invalid, task_not_found
 from server.vocab import TASK_ENDED_UNAPPROVED, TASK_OPEN, EntityKind, IssueStatus, MissionStatus, Priority, TaskStatus
 
@@ -53,7 +54,7 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
             )
         if task.mission_id is not None:
             row = await mission_rows.get_mission(conn, task.mission_id)
-            mission = str(row["status"]) if row is not None else None
+            mission = row.status if row is not None else None
             if mission != MissionStatus.ACTIVE:
                 raise invalid(
                     f"Task {task_id} belongs to mission {task.mission_id}, which is {mission}.",
@@ -290,10 +291,8 @@ def _dependency_item(row: Any) -> r.StuckItem:
 
 
 def _budget_item(row: Any) -> r.StuckItem:
-    reason = (
-        f"Mission {row['id']} has spent its budget ({budget.spent_text(row)}): {row['waiting']} queued task(s) are "
-        "not handed out."
-    )
+    spent = budget.spent_text(Budgeted.of(row))
+    reason = f"Mission {row['id']} has spent its budget ({spent}): {row['waiting']} queued task(s) are not handed out."
     item = _stuck(
         "mission_budget_spent", row, row["queued_at"], reason, budget.raise_hint(row["id"]), TaskStatus.QUEUED
     )

@@ -11,7 +11,7 @@ from pydantic import Field
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.db.records import Asked, IssueId, JsonObject, Record, RunId, TaskId
+from server.db.records import Asked, HeldBack, IssueId, JsonObject, Record, RunId, TaskId
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ LIMIT 1"""
 
 async def held_by_budget(
     conn: AsyncConnection, *, task_id: str | None = None, operation: str | None = None, repo_prefix: str | None = None
-) -> dict[str, Any] | None:
+) -> HeldBack | None:
     """Why a claim found nothing, when it is a spent budget: the mission (id, title, budget, spending, tasks
     waiting) that holds back the task `task_id`, or else the first queued task the claim-next filters match."""
     spent = [row[0] for row in (await conn.execute(text(_SPENT_MISSIONS))).all()]
@@ -175,8 +175,7 @@ async def held_by_budget(
     else:
         filters, values = _asked(operation, repo_prefix, sqlite=conn.dialect.name == "sqlite")
     query = text(_HELD_BY_BUDGET.format(filters=filters)).bindparams(bindparam("spent", expanding=True))
-    row = (await conn.execute(query, values | {"spent": spent})).mappings().first()
-    return None if row is None else dict(row)
+    return HeldBack.maybe((await conn.execute(query, values | {"spent": spent})).mappings().first())
 
 
 # Queued tasks the walk reads at a time.
