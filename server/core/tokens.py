@@ -17,6 +17,7 @@ from server.errors import invalid
 
 if TYPE_CHECKING:
     from server.core.service import Core
+    from server.db.records import Token
 
 PREFIX = "jct_"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
@@ -81,16 +82,18 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _new(name: str, roles: tuple[Role, ...]) -> tuple[str, dict[str, object]]:
+def _new(name: str, roles: tuple[Role, ...]) -> tuple[str, dict[str, object], TokenInfo]:
+    """A new token: its secret, its row, and what is told of it."""
     secret = PREFIX + secrets.token_urlsafe(32)
+    created = datetime.now(UTC)
     row = {
         "id": new_id(),
         "name": name,
         "roles": [role.value for role in roles],
         "token_hash": hash_secret(secret),
-        "created_at": datetime.now(UTC),
+        "created_at": created,
     }
-    return secret, row
+    return secret, row, TokenInfo(name, roles, created, None)
 
 
 def _roles(roles: list[str]) -> tuple[Role, ...]:
@@ -107,7 +110,7 @@ async def create_token(core: Core, name: str, roles: list[str]) -> tuple[str, To
     if not _NAME.match(name):
         raise invalid(f"token name {name!r} is not valid.", "Use letters, digits, '.', '_', '@' or '-' (max 128).")
     parsed = _roles(roles)
-    secret, row = _new(name, parsed)
+    secret, row, info = _new(name, parsed)
     async with core.db.write() as conn:
         inserted = await _rows().insert_token(conn, row)
     if not inserted:
@@ -115,21 +118,21 @@ async def create_token(core: Core, name: str, roles: list[str]) -> tuple[str, To
             f"a live token named {name!r} already exists.",
             f"Pick another name, or replace it with `jct token rotate {name}`.",
         )
-    return secret, TokenInfo(name, parsed, row["created_at"], None)  # type: ignore[arg-type]
+    return secret, info
 
 
 async def rotate_token(core: Core, name: str) -> tuple[str, TokenInfo] | None:
     """Revoke the live token named `name` and create its successor with the same roles, in one transaction;
     None if there is no live token of that name."""
     async with core.db.write() as conn:
-        old = await _rows().live_token_by_name(conn, name)
+        old: Token | None = await _rows().live_token_by_name(conn, name)
         if old is None:
             return None
-        parsed = tuple(sorted(Role(r) for r in old["roles"] if r in Role.__members__.values()))
-        secret, row = _new(name, parsed)
+        parsed = tuple(sorted(Role(r) for r in old.roles if r in Role.__members__.values()))
+        secret, row, info = _new(name, parsed)
         await _rows().revoke_token(conn, name, datetime.now(UTC))
         assert await _rows().insert_token(conn, row)
-    return secret, TokenInfo(name, parsed, row["created_at"], None)  # type: ignore[arg-type]
+    return secret, info
 
 
 async def revoked_among(core: Core, token_ids: set[str]) -> set[str]:
@@ -140,11 +143,8 @@ async def revoked_among(core: Core, token_ids: set[str]) -> set[str]:
 
 async def list_tokens(core: Core) -> list[TokenInfo]:
     async with core.db.read() as conn:
-        rows = await _rows().all_tokens(conn)
-    return [
-        TokenInfo(row["name"], tuple(str(r) for r in row["roles"]), row["created_at"], row["revoked_at"])
-        for row in rows
-    ]
+        rows: list[Token] = await _rows().all_tokens(conn)
+    return [TokenInfo(row.name, tuple(row.roles), row.created_at, row.revoked_at) for row in rows]
 
 
 async def revoke_token(core: Core, name: str) -> bool:
@@ -156,12 +156,14 @@ async def verify(core: Core, secret: str) -> Principal | None:
     if not secret.startswith(PREFIX) or len(secret) > 256:
         return None
     async with core.db.read() as conn:
-        row = await _rows().live_token_by_hash(conn, hash_secret(secret))
-    if row is None:
-        return None
+        row: Token | None = await _rows().live_token_by_hash(conn, hash_secret(secret))
+    return _principal(row) if row is not None else None
+
+
+def _principal(token: Token) -> Principal:
     # A role this build does not know (written by a newer one) grants nothing.
     known = {role.value for role in Role}
-    return Principal(name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known), token_id=row["id"])
+    return Principal(name=token.name, roles=frozenset(Role(r) for r in token.roles if r in known), token_id=token.id)
 
 
 # --- dashboard sessions ------------------------------------------------------------------------
@@ -207,15 +209,11 @@ async def ui_session(core: Core, cookie: str) -> UiSession | None:
     if not 0 <= time.time() - int(issued) <= UI_SESSION_SECONDS:
         return None
     async with core.db.read() as conn:
-        row = await _rows().live_token_by_id(conn, token_id) if _is_uuid(token_id) else None
+        row: Token | None = await _rows().live_token_by_id(conn, token_id) if _is_uuid(token_id) else None
         ended = row is not None and await _rows().ui_session_ended(conn, mac)
-    if row is None or ended or not hmac.compare_digest(mac, _mac(row["token_hash"], "ui", token_id, issued, nonce)):
+    if row is None or ended or not hmac.compare_digest(mac, _mac(row.token_hash, "ui", token_id, issued, nonce)):
         return None
-    known = {role.value for role in Role}
-    principal = Principal(
-        name=row["name"], roles=frozenset(Role(r) for r in row["roles"] if r in known), token_id=row["id"]
-    )
-    return UiSession(principal, _mac(row["token_hash"], "csrf", token_id, issued, nonce))
+    return UiSession(_principal(row), _mac(row.token_hash, "csrf", token_id, issued, nonce))
 
 
 async def end_ui_session(core: Core, cookie: str) -> None:

@@ -246,6 +246,17 @@ class Integration(Record):
     ended_at: datetime | None = None
 
 
+class Token(Record):
+    """A bearer token: its secret is never stored, only its hash."""
+
+    id: str
+    name: str
+    roles: list[str]
+    token_hash: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
 # --- missions --------------------------------------------------------------------------------
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import RowMapping, delete, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
+from server.db.records import Token
 
 
 async def insert_token(conn: AsyncConnection, values: Mapping[str, Any]) -> bool:
@@ -23,14 +24,13 @@ async def insert_token(conn: AsyncConnection, values: Mapping[str, Any]) -> bool
     return True
 
 
-async def live_token_by_hash(conn: AsyncConnection, token_hash: str) -> RowMapping | None:
+async def live_token_by_hash(conn: AsyncConnection, token_hash: str) -> Token | None:
     query = select(t.tokens).where(t.tokens.c.token_hash == token_hash, t.tokens.c.revoked_at.is_(None))
-    row: RowMapping | None = (await conn.execute(query)).mappings().first()
-    return row
+    return Token.maybe((await conn.execute(query)).mappings().first())
 
 
-async def all_tokens(conn: AsyncConnection) -> Sequence[RowMapping]:
-    return (await conn.execute(select(t.tokens).order_by(t.tokens.c.created_at))).mappings().all()
+async def all_tokens(conn: AsyncConnection) -> list[Token]:
+    return [Token.of(row) for row in (await conn.execute(select(t.tokens).order_by(t.tokens.c.created_at))).mappings()]
 
 
 async def revoke_token(conn: AsyncConnection, name: str, when: datetime) -> bool:
@@ -38,10 +38,9 @@ async def revoke_token(conn: AsyncConnection, name: str, when: datetime) -> bool
     return (await conn.execute(stmt)).rowcount == 1
 
 
-async def live_token_by_name(conn: AsyncConnection, name: str) -> RowMapping | None:
+async def live_token_by_name(conn: AsyncConnection, name: str) -> Token | None:
     query = select(t.tokens).where(t.tokens.c.name == name, t.tokens.c.revoked_at.is_(None))
-    row: RowMapping | None = (await conn.execute(query)).mappings().first()
-    return row
+    return Token.maybe((await conn.execute(query)).mappings().first())
 
 
 async def revoked_among(conn: AsyncConnection, token_ids: set[str]) -> set[str]:
@@ -49,10 +48,9 @@ async def revoked_among(conn: AsyncConnection, token_ids: set[str]) -> set[str]:
     return {str(token_id) for token_id in (await conn.execute(query)).scalars().all()}
 
 
-async def live_token_by_id(conn: AsyncConnection, token_id: str) -> RowMapping | None:
+async def live_token_by_id(conn: AsyncConnection, token_id: str) -> Token | None:
     query = select(t.tokens).where(t.tokens.c.id == token_id, t.tokens.c.revoked_at.is_(None))
-    row: RowMapping | None = (await conn.execute(query)).mappings().first()
-    return row
+    return Token.maybe((await conn.execute(query)).mappings().first())
 
 
 async def server_secret(conn: AsyncConnection, name: str, fresh: str) -> str:

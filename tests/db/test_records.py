@@ -11,7 +11,7 @@ from sqlalchemy import Table
 from server.db import tables as t
 from server.db.claims import Claimed
 from server.db.claims.request import TASK_COLUMNS
-from server.db.records import CompletingTask, EvidencePack, Integration, Mission, Run, Task
+from server.db.records import CompletingTask, EvidencePack, Integration, Mission, Run, Task, Token
 
 # Columns a record leaves out on purpose: a run's spending, summed in SQL only (server/db/outcomes.py), while
 # the record carries the telemetry they are taken from.
@@ -23,6 +23,7 @@ WHOLE_ROWS: list[tuple[type[BaseModel], Table, set[str]]] = [
     (EvidencePack, t.evidence_packs, set()),
     (Integration, t.integrations, set()),
     (Mission, t.missions, set()),
+    (Token, t.tokens, set()),
 ]
 
 
