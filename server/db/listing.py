@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
+from server.db.records import ReviewedRun
 from server.db.types import UTCDateTime
 
 # --- the queue listing ---------------------------------------------------------------------
@@ -199,7 +200,7 @@ def _runs_with_review(number: ColumnElement[int]) -> Select[Any]:
     )
 
 
-async def latest_runs(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, RowMapping]:
+async def latest_runs(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, ReviewedRun]:
     """Each task's newest run, with its evidence and review: one row per task that has run at all."""
     if not task_ids:
         return {}
@@ -212,11 +213,11 @@ async def latest_runs(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[st
     count = func.count().over(partition_by=runs.c.task_id).label("count")
     newest = select(runs.c.id, rank, count).where(runs.c.task_id.in_(list(task_ids))).subquery()
     query = _runs_with_review(newest.c.count).join(newest, and_(newest.c.id == runs.c.id, newest.c.rank == 1))
-    rows = (await conn.execute(query)).mappings().all()
-    return {row["task_id"]: row for row in rows}
+    rows = [ReviewedRun.of(row) for row in (await conn.execute(query)).mappings()]
+    return {row.task_id: row for row in rows}
 
 
-async def runs_of_tasks(conn: AsyncConnection, task_ids: Sequence[str], limit: int) -> Sequence[RowMapping]:
+async def runs_of_tasks(conn: AsyncConnection, task_ids: Sequence[str], limit: int) -> list[ReviewedRun]:
     """The tasks' runs, newest first, with evidence and review decision."""
     if not task_ids:
         return []
@@ -227,8 +228,7 @@ async def runs_of_tasks(conn: AsyncConnection, task_ids: Sequence[str], limit: i
         .order_by(runs.c.started_at.desc(), runs.c.id.desc())
         .limit(limit)
     )
-    rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
-    return rows
+    return [ReviewedRun.of(row) for row in (await conn.execute(query)).mappings()]
 
 
 async def run_number(conn: AsyncConnection, task_id: str, started_at: datetime, run_id: str) -> int:

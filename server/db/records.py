@@ -182,6 +182,28 @@ class Run(Record):
     workspace: JsonObject | None = None
 
 
+class ReviewedRun(Record):
+    """A run as a task's or issue's page lists it: its number among its task's runs (1 = the first), its
+    evidence pack and the review decision on it, if any (db/listing.py)."""
+
+    id: RunId
+    task_id: TaskId
+    number: int
+    status: str
+    attempt: int
+    executor: JsonObject | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    evidence_pack_id: EvidencePackId | None = None
+    verdict: str | None = None
+    verdict_reason: str | None = None
+    review_state: str | None = None
+    decision: str | None = None
+    decision_reason: str | None = None
+    reviewer: JsonObject | None = None
+
+
 class FencedRun(Run):
     """The run a refused fence looked for, with what the fence checked worked out by its clock."""
 

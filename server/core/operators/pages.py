@@ -22,7 +22,7 @@ from server.core.models import parse_id, parse_run_id
 from server.core.review import gates, manifest
 from server.core.service import Core
 from server.db import integrations, listing, queries
-from server.db.records import EvidencePack, Step
+from server.db.records import EvidencePack, ReviewedRun, Step
 from server.errors import ErrorCode, JctError, not_found
 
 RUNS_SHOWN = 10
@@ -142,25 +142,25 @@ def review_of(row: RowMapping | None) -> Review | None:
     return Review(decision=row["decision"], reason=row["reason"], reviewer=row["reviewer"] or {}, at=row["created_at"])
 
 
-def run_line(row: RowMapping) -> RunLine:
-    """A row of listing.runs_of_tasks / latest_runs."""
+def run_line(row: ReviewedRun) -> RunLine:
+    """A run of listing.runs_of_tasks / latest_runs."""
     review = None
-    if row["decision"] is not None:
-        review = Review(decision=row["decision"], reason=row["decision_reason"], reviewer=row["reviewer"] or {})
+    if row.decision is not None:
+        review = Review(decision=row.decision, reason=row.decision_reason or "", reviewer=row.reviewer or {})
     return RunLine(
-        run_id=row["id"],
-        task_id=row["task_id"],
-        number=int(row["number"]),
-        status=row["status"],
-        attempt=row["attempt"],
-        executor=row["executor"] or {},
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
-        lease_expires_at=row["lease_expires_at"],
-        evidence_pack_id=row["evidence_pack_id"],
-        verdict=row["verdict"],
-        verdict_reason=row["verdict_reason"],
-        review_state=row["review_state"],
+        run_id=row.id,
+        task_id=row.task_id,
+        number=row.number,
+        status=row.status,
+        attempt=row.attempt,
+        executor=row.executor or {},
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        lease_expires_at=row.lease_expires_at,
+        evidence_pack_id=row.evidence_pack_id,
+        verdict=row.verdict,
+        verdict_reason=row.verdict_reason,
+        review_state=row.review_state,
         review=review,
     )
 
