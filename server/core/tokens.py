@@ -144,7 +144,7 @@ async def revoked_among(core: Core, token_ids: set[str]) -> set[str]:
 async def list_tokens(core: Core) -> list[TokenInfo]:
     async with core.db.read() as conn:
         rows: list[Token] = await _rows().all_tokens(conn)
-    return [TokenInfo(row.name, tuple(row.roles), row.created_at, row.revoked_at) for row in rows]
+    return [TokenInfo(row.name, tuple(str(r) for r in row.roles), row.created_at, row.revoked_at) for row in rows]
 
 
 async def revoke_token(core: Core, name: str) -> bool:

@@ -1,8 +1,9 @@
 """The rows the services read, as frozen typed records: validated once, where the row is read (`Task.of(row)`).
 
-One class per table the services reason about (a task, its run, the run's evidence pack), one per row a
-statement reads for one purpose (what a completion reads of its task; a claim's row is db/claims' Claimed), and
-the workflow step a task carries out, with its gate. Columns keep their names; ids are the NewTypes below. JSON
+One class per table the services reason about (a task, its run, the run's evidence pack, its integration, a
+mission, a token), one per row a statement reads for one purpose (what a completion reads of its task, a run as
+a page lists it, a spent mission a refused claim names; a claim's row is db/claims' Claimed), and the workflow
+step a task carries out, with its gate. Columns keep their names; ids are the NewTypes below. JSON
 columns stay plain JSON (`JsonObject`): what they hold is the business of the code that writes them, except a
 task's step, which is read as a `Step`.
 
@@ -191,17 +192,17 @@ class ReviewedRun(Record):
     number: int
     status: str
     attempt: int
-    executor: JsonObject | None = None
+    executor: JsonObject | None
     started_at: datetime
-    ended_at: datetime | None = None
-    lease_expires_at: datetime | None = None
-    evidence_pack_id: EvidencePackId | None = None
-    verdict: str | None = None
-    verdict_reason: str | None = None
-    review_state: str | None = None
-    decision: str | None = None
-    decision_reason: str | None = None
-    reviewer: JsonObject | None = None
+    ended_at: datetime | None
+    lease_expires_at: datetime | None
+    evidence_pack_id: EvidencePackId | None
+    verdict: str | None
+    verdict_reason: str | None
+    review_state: str | None
+    decision: str | None
+    decision_reason: str | None
+    reviewer: JsonObject | None
 
 
 class FencedRun(Run):
@@ -273,7 +274,7 @@ class Token(Record):
 
     id: str
     name: str
-    roles: list[str]
+    roles: list[Any]  # as stored: a role this build does not know (a newer one's) is skipped where it is read
     token_hash: str
     created_at: datetime
     revoked_at: datetime | None = None
@@ -283,12 +284,14 @@ class Token(Record):
 
 
 class Budgeted(Frozen):
-    """A mission's budget (None: no limit) and what its runs reported spending (DESIGN section 17)."""
+    """A mission's budget (None: no limit) and what its runs reported spending (DESIGN section 17). No field
+    has a default, here and in the records below that a statement's own columns fill: a column the statement
+    stops returning fails the read instead of reading as a default."""
 
-    max_cost_usd: float | None = None
-    max_tokens: int | None = None
-    spent_cost_usd: float = 0.0
-    spent_tokens: float = 0.0
+    max_cost_usd: float | None
+    max_tokens: int | None
+    spent_cost_usd: float
+    spent_tokens: float
 
 
 class Mission(Record, Budgeted):

@@ -12,7 +12,6 @@ Runs already under way when the budget is spent keep going, and what they report
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 from server.core import results as r
@@ -25,9 +24,6 @@ from server.db import queries
 from server.db.records import Budgeted, HeldBack, Mission
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import EntityKind, MissionStatus
-
-# A row read (RowMapping, whose keys may be columns too) or built (a dict).
-Row = Mapping[Any, Any]
 
 # The largest token budget: what a signed 64-bit column holds, and far past any mission.
 MAX_TOKENS = 2**62

@@ -19,7 +19,7 @@ from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
-from server.core.missions.budget import Row
+from server.core.views import Row
 from server.db import outcomes as outcome_rows
 from server.db.records import Mission
 from server.vocab import TASK_ENDED_UNAPPROVED, MissionStatus, TaskStatus

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
 
-from pydantic import Field
 from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -76,19 +75,19 @@ class Claimed(Record, Asked):
     decisions so far, newest first."""
 
     id: TaskId
-    issue_id: IssueId | None = None
+    issue_id: IssueId | None
     trace_id: str
     attempts: int
     objective: str
-    constraint_snapshot_id: str | None = None
+    constraint_snapshot_id: str | None
     active_run_id: RunId
-    mission_id: str | None = None
-    touches: list[str] | None = None
+    mission_id: str | None
+    touches: list[str] | None
     attempt: int
     lease_expires_at: datetime
-    packet: JsonObject | None = None
-    snapshot: JsonObject | None = None
-    decisions: list[JsonObject] = Field(default_factory=list)
+    packet: JsonObject | None
+    snapshot: JsonObject | None
+    decisions: list[JsonObject]
 
     @classmethod
     def of_flat(cls, row: dict[str, Any]) -> Self:
