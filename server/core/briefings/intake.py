@@ -112,36 +112,17 @@ class Gated(Asked):
     touches: list[str] | None = None  # None: not declared (its target_path's)
 
     def hashed(self) -> dict[str, Any]:
-        """The request as its idempotency hash reads it: the optional fields only when given, so a request
-        without them hashes as it always did (stored keys stay valid)."""
-        fields = {
-            "objective": self.objective,
-            "operation": self.operation,
-            "target_repo": self.target_repo,
-            "target_ref": self.target_ref,
-            "target_path": self.target_path,
-            "time_budget_seconds": self.time_budget_seconds,
-            "priority": self.priority,
-            "acceptance_criteria": self.acceptance_criteria,
-            "context_summary": self.context_summary,
-            "create_cwom": self.create_cwom,
-        }
-        given = {"doctrine": self.doctrine, "prior_art": self.prior_art, "data": self.data}
-        touches = {"touches": self.touches} if self.touches is not None else {}
-        return {name: value for name, value in given.items() if value} | touches | fields
+        """The request as its idempotency hash reads it: every field, doctrine, prior_art, data and touches only
+        when given, so a request without them hashes as it always did (stored keys stay valid)."""
+        absent = {name for name in ("doctrine", "prior_art", "data") if not getattr(self, name)}
+        return self.model_dump(exclude=absent | ({"touches"} if self.touches is None else set()))
 
 
 def gate(core: Core, **fields: Any) -> Gated:
     """The policy gate: every rule a task must meet before it is stored. Returns the normalised request."""
     operation = parse_enum(Operation, fields["operation"], "operation")
     priority = parse_enum(Priority, fields["priority"], "priority")
-    budget = check_budget(fields["time_budget_seconds"])
-    if not Limits.MIN_BUDGET <= budget <= Limits.MAX_BUDGET:
-        raise JctError(
-            ErrorCode.BUDGET_OUT_OF_RANGE,
-            f"time_budget_seconds {budget} is outside {Limits.MIN_BUDGET}..{Limits.MAX_BUDGET}.",
-            f"Pick a budget between {Limits.MIN_BUDGET} seconds and {Limits.MAX_BUDGET} (24 hours).",
-        )
+    budget = check_time_budget(fields["time_budget_seconds"])
     objective = check_text(fields["objective"], "objective", Limits.OBJECTIVE).strip()
     repo = check_text(fields["target_repo"], "target_repo", Limits.REPO, single_line=True).strip()
     allowed = core.settings.allowed_repo_prefixes
@@ -189,13 +170,20 @@ def gate(core: Core, **fields: Any) -> Gated:
     )
 
 
-def check_budget(budget: object) -> int:
-    """A time budget in whole seconds (a mission's tasks come as plain JSON, where 600.0 is a whole number too)."""
+def check_time_budget(budget: object) -> int:
+    """A task's time budget: whole seconds (a mission's tasks come as plain JSON, where 600.0 is whole too), within
+    Limits.MIN_BUDGET..MAX_BUDGET."""
     if isinstance(budget, float) and budget.is_integer():
-        return int(budget)
+        budget = int(budget)
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise invalid(
             f"time_budget_seconds must be a whole number of seconds; got {budget!r}."[:300], "Send e.g. 3600."
+        )
+    if not Limits.MIN_BUDGET <= budget <= Limits.MAX_BUDGET:
+        raise JctError(
+            ErrorCode.BUDGET_OUT_OF_RANGE,
+            f"time_budget_seconds {budget} is outside {Limits.MIN_BUDGET}..{Limits.MAX_BUDGET}.",
+            f"Pick a budget between {Limits.MIN_BUDGET} seconds and {Limits.MAX_BUDGET} (24 hours).",
         )
     return budget
 
