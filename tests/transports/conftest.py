@@ -132,15 +132,11 @@ async def wait_ready(process: Process, base_url: str) -> bool:
 
 
 async def open_serve(port: int, env: dict[str, str], cwd: Path, log: IO[bytes]) -> Process:
-    """`jct serve --port PORT` with `env` (JCT_* settings: `server_env`), its stdout and stderr into `log`."""
-    return await anyio.open_process(
-        [sys.executable, "-m", "server", "serve", "--port", str(port)],
-        env=subprocess_env(env),
-        cwd=cwd,
-        stdin=None,
-        stdout=log,
-        stderr=log,
-    )
+    """`jct serve --port PORT` with `env` (JCT_* settings: `server_env`), its stdout and stderr into `log`: a
+    process forked from this worker's zygote (tests/support/zygote.py), which has already imported JCT."""
+    from tests.support.zygote import spawn
+
+    return await spawn(["serve", "--port", str(port)], subprocess_env(env), cwd, log)
 
 
 @asynccontextmanager

@@ -1,0 +1,253 @@
+"""`jct serve` processes forked from one that has already imported JCT, so a test's server starts without 1.5 s of
+imports.
+
+Most of a `jct serve` process's start is Python importing JCT, the MCP SDK and SQLAlchemy (about 1.4 s of CPU
+on a 2-core machine), and the suite starts a few hundred of them. Each test worker starts one zygote, a
+process that imports all of that once and then forks a fresh server for each `spawn`: the child is a real
+process, with its own pid, environment, working directory, output files and signals, and it runs the same
+`server.cli.main` that `python -m server` runs. Tests whose subject is the process start itself (stdio,
+the installed `jct`, Claude Code's sessions) still start `python -m server`.
+
+The zygote forks a monitor per request and the monitor forks the server: the monitor answers the server's
+pid, waits for it and answers its exit status (`os.waitstatus_to_exitcode`: negative for a signal), so the
+zygote itself never waits and never runs a thread. It ends when its worker closes its stdin.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import IO
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+
+READY_SECONDS = 60.0
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- the zygote process ----------------------------------------------------------------------
+
+
+def _child(request: dict[str, object], fds: list[int]) -> None:
+    """In the forked server: its files, directory, environment and arguments, then `jct` itself."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    os.chdir(str(request["cwd"]))
+    environ = request["env"]
+    assert isinstance(environ, dict)
+    os.environ.clear()
+    os.environ.update(environ)
+    args = request["args"]
+    assert isinstance(args, list)
+    sys.argv = ["jct", *args]
+    code = 0
+    try:
+        from server.cli import main
+
+        main()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+def _monitor(conn: socket.socket, request: dict[str, object], fds: list[int]) -> None:
+    """In the forked monitor: fork the server, answer its pid, wait for it, answer its exit status."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _child(request, fds)
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(f"{pid}\n".encode())
+    _, status = os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):  # the test may have gone
+        conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+    os._exit(0)
+
+
+def zygote(path: str) -> None:
+    """Import what `jct serve` imports, then fork a monitor (and through it a server) for each request."""
+    for module in ("server.app", "server.cli.commands", "server.cli.stdio"):
+        importlib.import_module(module)
+
+    assert threading.active_count() == 1, "a process with threads must not fork"
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+            return  # the worker has gone
+        if listener not in readable:
+            continue
+        conn, _ = listener.accept()
+        with conn:
+            message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+            if os.fork() == 0:
+                listener.close()
+                _monitor(conn, json.loads(message), fds)
+            for fd in fds:
+                os.close(fd)
+
+
+# --- the test side ---------------------------------------------------------------------------
+
+
+class Forked(Process):
+    """A server forked by the zygote: signalled by its pid, its exit status read from the monitor's socket."""
+
+    def __init__(self, conn: socket.socket, pid: int) -> None:
+        self._conn = conn
+        self._pid = pid
+        self._code: int | None = None
+        self._buffer = b""
+
+    def _poll(self) -> None:
+        while self._code is None:
+            try:
+                data = self._conn.recv(64)
+            except BlockingIOError:
+                return
+            if not data:  # the monitor died without an answer: say so as a failure
+                self._code = -signal.SIGKILL
+                return
+            self._buffer += data
+            if b"\n" in self._buffer:
+                self._code = int(self._buffer.split(b"\n", 1)[0])
+
+    async def wait(self) -> int:
+        while self.returncode is None:
+            await anyio.wait_readable(self._conn)
+        assert self._code is not None
+        return self._code
+
+    def send_signal(self, signal_: signal.Signals) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal_)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def aclose(self) -> None:
+        if self.returncode is None:
+            self.kill()
+            await self.wait()
+        self._conn.close()
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def returncode(self) -> int | None:
+        self._poll()
+        return self._code
+
+    @property
+    def stdin(self) -> ByteSendStream | None:
+        return None
+
+    @property
+    def stdout(self) -> ByteReceiveStream | None:
+        return None
+
+    @property
+    def stderr(self) -> ByteReceiveStream | None:
+        return None
+
+
+class _Zygote:
+    """This worker's zygote, started on first use and ended with the worker."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._path = ""
+
+    def path(self, environ: dict[str, str]) -> str:
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._path = os.path.join(tempfile.mkdtemp(prefix="jct-zygote-"), "socket")
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "tests.support.zygote", self._path],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env=environ,
+                    cwd=_ROOT,
+                )
+                assert process.stdout is not None
+                if process.stdout.readline() != b"ready\n":
+                    raise RuntimeError(f"the zygote did not start (exit {process.wait()})")
+                self._process = process
+                atexit.register(self.close)
+            return self._path
+
+    def close(self) -> None:
+        if self._process is not None and self._process.stdin is not None:
+            self._process.stdin.close()
+            self._process.wait(timeout=10)
+            self._process = None
+
+
+_ZYGOTE = _Zygote()
+
+
+async def spawn(args: list[str], env: dict[str, str], cwd: Path, out: IO[bytes]) -> Process:
+    """`jct ARGS` forked from this worker's zygote: environment `env` (the whole of it), in `cwd`, with stdin
+    from /dev/null and stdout and stderr into `out`."""
+    path = await anyio.to_thread.run_sync(_ZYGOTE.path, {k: v for k, v in env.items() if not k.startswith("JCT_")})
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        with open(os.devnull, "rb") as devnull:
+            request = json.dumps({"args": args, "env": env, "cwd": str(cwd)}).encode()
+            socket.send_fds(conn, [request], [devnull.fileno(), out.fileno(), out.fileno()])
+        conn.setblocking(False)
+        answer = b""
+        with anyio.fail_after(READY_SECONDS):
+            while not answer.endswith(b"\n"):
+                await anyio.wait_readable(conn)
+                chunk = conn.recv(1)  # the exit status may follow at once: read the pid's line only
+                if not chunk:
+                    raise RuntimeError("the zygote's monitor ended before it answered a pid")
+                answer += chunk
+    except BaseException:
+        conn.close()
+        raise
+    return Forked(conn, int(answer))
+
+
+if __name__ == "__main__":
+    zygote(sys.argv[1])
