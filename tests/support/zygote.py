@@ -5,8 +5,11 @@ Most of a `jct serve` process's start is Python importing JCT, the MCP SDK and S
 on a 2-core machine), and the suite starts a few hundred of them. Each test worker starts one zygote, a
 process that imports all of that once and then forks a fresh server for each `spawn`: the child is a real
 process, with its own pid, environment, working directory, output files and signals, and it runs the same
-`server.cli.main` that `python -m server` runs. Tests whose subject is the process start itself (stdio,
-the installed `jct`, Claude Code's sessions) still start `python -m server`.
+`server.cli.main` that `python -m server` runs. `spawn` gives the test the process (`jct serve --port`);
+`command` gives a client a command to start (`jct serve --stdio` for the SDK's stdio client), a small stand-in
+(tests/support/launch.py) that hands the zygote its pipes. Tests whose subject is the process start itself
+(stdio start-up, the installed `jct`, Claude Code's sessions, agents that freeze their server) still start
+`python -m server`.
 
 The zygote forks a monitor per request and the monitor forks the server: the monitor answers the server's
 pid, waits for it and answers its exit status (`os.waitstatus_to_exitcode`: negative for a signal), so the
@@ -17,9 +20,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
+import pkgutil
 import select
 import signal
 import socket
@@ -35,7 +40,18 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 READY_SECONDS = 60.0
+# What a server imports only once it starts: the migration check and uvicorn's parts.
+_STARTED_LATER = (
+    "alembic.runtime.migration",
+    "alembic.ddl.postgresql",
+    "alembic.ddl.sqlite",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.auto",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto",
+)
 _ROOT = Path(__file__).resolve().parents[2]
+_LAUNCH = Path(__file__).with_name("launch.py")
 
 
 # --- the zygote process ----------------------------------------------------------------------
@@ -90,11 +106,28 @@ def _monitor(conn: socket.socket, request: dict[str, object], fds: list[int]) ->
     os._exit(0)
 
 
+def _warm_up() -> None:
+    """Build an app once (nothing started, nothing connected): the tools' argument and result models and their
+    schemas are made on a process's first build, 0.6 s of CPU that every forked server would spend again."""
+    from server.app import create_app
+    from server.config import Settings
+
+    with tempfile.TemporaryDirectory(prefix="jct-zygote-") as home:
+        create_app(Settings(_env_file=None, database_url=f"sqlite:///{home}/warm.db", home=Path(home)))
+
+
 def zygote(path: str) -> None:
     """Import what `jct serve` imports, then fork a monitor (and through it a server) for each request."""
-    for module in ("server.app", "server.cli.commands", "server.cli.stdio"):
-        importlib.import_module(module)
+    import server
 
+    for found in pkgutil.walk_packages(server.__path__, "server."):
+        # alembic runs the migrations' files itself, and `server.__main__` runs `jct`
+        if not found.name.startswith(("server.db.migrations", "server.__main__")):
+            importlib.import_module(found.name)
+    for module in _STARTED_LATER:
+        importlib.import_module(module)
+    _warm_up()
+    gc.freeze()  # the imported objects are left out of the children's collections, so their pages stay shared
     assert threading.active_count() == 1, "a process with threads must not fork"
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -196,7 +229,7 @@ class _Zygote:
         self._process: subprocess.Popen[bytes] | None = None
         self._path = ""
 
-    def path(self, environ: dict[str, str]) -> str:
+    def path(self) -> str:
         with self._lock:
             if self._process is None or self._process.poll() is not None:
                 self._path = os.path.join(tempfile.mkdtemp(prefix="jct-zygote-"), "socket")
@@ -204,7 +237,7 @@ class _Zygote:
                     [sys.executable, "-m", "tests.support.zygote", self._path],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    env=environ,
+                    env={k: v for k, v in os.environ.items() if not k.startswith("JCT_")},
                     cwd=_ROOT,
                 )
                 assert process.stdout is not None
@@ -227,7 +260,7 @@ _ZYGOTE = _Zygote()
 async def spawn(args: list[str], env: dict[str, str], cwd: Path, out: IO[bytes]) -> Process:
     """`jct ARGS` forked from this worker's zygote: environment `env` (the whole of it), in `cwd`, with stdin
     from /dev/null and stdout and stderr into `out`."""
-    path = await anyio.to_thread.run_sync(_ZYGOTE.path, {k: v for k, v in env.items() if not k.startswith("JCT_")})
+    path = await anyio.to_thread.run_sync(_ZYGOTE.path)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path)
@@ -247,6 +280,12 @@ async def spawn(args: list[str], env: dict[str, str], cwd: Path, out: IO[bytes])
         conn.close()
         raise
     return Forked(conn, int(answer))
+
+
+async def command(args: list[str]) -> list[str]:
+    """The command that starts `jct ARGS` forked from this worker's zygote, for a client that starts its server
+    itself (the SDK's stdio client): tests/support/launch.py, which stands in for the server's process."""
+    return [sys.executable, "-S", str(_LAUNCH), await anyio.to_thread.run_sync(_ZYGOTE.path), *args]
 
 
 if __name__ == "__main__":

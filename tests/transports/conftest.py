@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -177,9 +176,12 @@ class Transport:
         if self.kind == "memory":
             return Client(await self._memory_server(key, overrides))
         if self.kind == "stdio":
+            from tests.support.zygote import command
+
+            executable, *args = await command(["serve", "--stdio"])
             params = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "server", "serve", "--stdio"],
+                command=executable,
+                args=args,
                 env=server_env(self.database_url, self.tmp_path, **overrides),
                 cwd=self.tmp_path,
             )
