@@ -169,12 +169,13 @@ class Forked(Process):
                 data = self._conn.recv(64)
             except BlockingIOError:
                 return
-            if not data:  # the monitor died without an answer: say so as a failure
-                self._code = -signal.SIGKILL
-                return
             self._buffer += data
             if b"\n" in self._buffer:
                 self._code = int(self._buffer.split(b"\n", 1)[0])
+            elif not data:  # the monitor died without an answer: say so as a failure
+                self._code = -signal.SIGKILL
+            if self._code is not None:
+                self._conn.close()
 
     async def wait(self) -> int:
         while self.returncode is None:
@@ -197,7 +198,6 @@ class Forked(Process):
         if self.returncode is None:
             self.kill()
             await self.wait()
-        self._conn.close()
 
     @property
     def pid(self) -> int:
