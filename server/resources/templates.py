@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
 from mcp.server import MCPServer
@@ -12,6 +12,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import Resource, ResourceTemplate, TextResource
 from mcp.shared.exceptions import MCPError
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
+from pydantic import validate_call
 
 from server import sdk, uris
 from server.core.briefings import doctrine
@@ -83,7 +84,7 @@ PAGES: dict[str, tuple[str, str]] = {
 _NOT_FOUND = NOT_FOUND | {ErrorCode.INVALID_ARGUMENT}
 
 T = TypeVar("T")
-_Read = TypeVar("_Read", bound=Callable[..., Awaitable[str]])
+_Read = TypeVar("_Read", bound=Callable[..., Awaitable[Any]])
 
 
 def _resource_error(uri: str, exc: JctError) -> ResourceError:
@@ -152,10 +153,55 @@ def _register_fixed(server: MCPServer[Any], core: Core) -> None:
         return render.pending_reviews_page(page, stats.pending_reviews)
 
 
+# Each template as the SDK built it from its function (its argument model and their JSON schema, about 1 ms), by
+# the function's code and the template's words. `jct serve` builds one server, but a process that builds several
+# (the test suite builds one per test, in-process) gives each later one a copy with its own function, as tools do
+# (server/tools/declare.py); nothing kept holds a server's function or the Core it closes over.
+_BUILT: dict[Hashable, ResourceTemplate] = {}
+
+
+def _template(
+    server: MCPServer[Any],
+    uri: str,
+    kind: type[ResourceTemplate] = ResourceTemplate,
+    *,
+    name: str,
+    title: str,
+    description: str,
+    mime_type: str,
+) -> Callable[[_Read], _Read]:
+    """Register the function as the template `uri`, built once per process."""
+
+    def register(fn: _Read) -> _Read:
+        key = (kind, fn.__name__, fn.__code__, uri, name, title, description, mime_type)
+        built = _BUILT.get(key)
+        if built is None:
+            made = kind.from_function(
+                fn,
+                uri_template=uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                security=sdk.resource_security(server),
+            )
+            built = _BUILT[key] = made.model_copy(update={"fn": _unbound})
+        # The SDK reads a template through validate_call, which casts what the URI gives to the annotated types.
+        own = {"fn": validate_call(fn), "security": sdk.resource_security(server)}
+        sdk.add_resource_template(server, built.model_copy(update=own))
+        return fn
+
+    return register
+
+
+def _unbound(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a built template is registered with its own function")
+
+
 def _page(server: MCPServer[Any], uri: str) -> Callable[[_Read], _Read]:
     """A template read as Markdown, as PAGES describes it."""
     title, description = PAGES[uri]
-    return server.resource(uri, name=title.lower(), title=title, description=description, mime_type=MARKDOWN)
+    return _template(server, uri, name=title.lower(), title=title, description=description, mime_type=MARKDOWN)
 
 
 def _register_templates(server: MCPServer[Any], core: Core) -> None:
@@ -171,7 +217,8 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
     async def read_run(run_id: str) -> str:
         return render.run_page(await _guard(uris.run(run_id), pages.run_page(core, run_id)))
 
-    @server.resource(
+    @_template(
+        server,
         uris.RUN_DIFF,
         name="run diff",
         title="Run diff",
@@ -214,6 +261,18 @@ def _register_templates(server: MCPServer[Any], core: Core) -> None:
 
 
 def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
+    @_template(
+        server,
+        ARTIFACT,
+        MediaTypedTemplate,
+        name="artifact",
+        title="Artifact",
+        description=(
+            f"An artifact's content with its own media type (the first {pages.ARTIFACT_CHARS:,} characters; "
+            "jct_get_artifact pages through the rest), or text/uri-list for one stored outside JCT."
+        ),
+        mime_type="text/plain",
+    )
     async def read_artifact(artifact_id: str) -> tuple[str, str]:
         uri = uris.artifact(artifact_id)
         artifact, text, total = await _guard(uri, pages.artifact_content(core, artifact_id))
@@ -222,20 +281,6 @@ def _register_artifacts(server: MCPServer[Any], core: Core) -> None:
         if total > len(text):
             text += f"\n{artifact_cut_note(artifact.artifact_id, len(text), total)}\n"
         return text, artifact.media_type
-
-    template = MediaTypedTemplate.from_function(
-        read_artifact,
-        uri_template=ARTIFACT,
-        name="artifact",
-        title="Artifact",
-        description=(
-            f"An artifact's content with its own media type (the first {pages.ARTIFACT_CHARS:,} characters; "
-            "jct_get_artifact pages through the rest), or text/uri-list for one stored outside JCT."
-        ),
-        mime_type="text/plain",
-        security=sdk.resource_security(server),
-    )
-    sdk.add_resource_template(server, template)
 
 
 def _register_completions(server: MCPServer[Any], core: Core) -> None:
