@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
@@ -11,6 +12,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, UnexpectedResourceError
 from mcp.server.mcpserver.resources import Resource, ResourceTemplate, TextResource
 from mcp.shared.exceptions import MCPError
+from mcp.shared.uri_template import UriTemplate
 from mcp_types import CompleteRequestParams, CompleteResult, Completion, InputRequiredResult, ResourceTemplateReference
 from pydantic import validate_call
 
@@ -173,9 +175,13 @@ def _template(
     """Register the function as the template `uri`, built once per process."""
 
     def register(fn: _Read) -> _Read:
-        key = (kind, fn.__name__, fn.__code__, uri, name, title, description, mime_type)
+        kwdefaults = tuple(sorted((fn.__kwdefaults__ or {}).items()))
+        key = (kind, fn.__name__, fn.__code__, fn.__defaults__, kwdefaults, uri, name, title, description, mime_type)
         built = _BUILT.get(key)
         if built is None:
+            # What `@server.resource` checks before it builds a template.
+            variables = set(UriTemplate.parse(uri).variable_names)
+            assert variables == set(inspect.signature(fn).parameters), f"{uri} and {fn.__name__} name other values"
             made = kind.from_function(
                 fn,
                 uri_template=uri,

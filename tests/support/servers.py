@@ -47,13 +47,14 @@ class Server:
 
 
 @asynccontextmanager
-async def serve(env: dict[str, str], cwd: Path, name: str = "jct") -> AsyncIterator[Server]:
-    """`jct serve --port <free port>` with `env` (JCT_* settings: tests/transports/conftest.py `server_env`)."""
+async def serve(env: dict[str, str], cwd: Path, name: str = "jct", fork: bool = True) -> AsyncIterator[Server]:
+    """`jct serve --port <free port>` with `env` (JCT_* settings: tests/transports/conftest.py `server_env`); a
+    fork of the worker's zygote unless `fork=False` (conftest.py `open_serve`)."""
     for _attempt in range(PORT_ATTEMPTS):
         port = free_port()
         log_path = cwd / f"{name}-{port}.log"
         with log_path.open("wb") as log:
-            process = await open_serve(port, env, cwd, log)
+            process = await open_serve(port, env, cwd, log, fork)
         server = Server(name, f"http://127.0.0.1:{port}", process, log_path)
         try:
             ready = await wait_ready(process, server.base_url)

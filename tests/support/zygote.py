@@ -26,13 +26,13 @@ import json
 import os
 import pkgutil
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import traceback
 from pathlib import Path
 from typing import IO
 
@@ -58,8 +58,10 @@ _LAUNCH = Path(__file__).with_name("launch.py")
 
 
 def _child(request: dict[str, object], fds: list[int]) -> None:
-    """In the forked server: its files, directory, environment and arguments, then `jct` itself."""
+    """In the forked server: its files, directory, environment, arguments and signals, then `jct` itself, ended
+    as `python -m server` ends (non-daemon threads joined, atexit run, streams flushed)."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     for fd in fds:
@@ -79,10 +81,15 @@ def _child(request: dict[str, object], fds: list[int]) -> None:
 
         main()
     except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if isinstance(exit_.code, int) or exit_.code is None:
+            code = exit_.code or 0
+        else:  # as the interpreter does: the message on stderr, status 1
+            print(exit_.code, file=sys.stderr)
+            code = 1
     except BaseException:
-        traceback.print_exc()
+        sys.excepthook(*sys.exc_info())
         code = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter's own exit does first
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
@@ -91,7 +98,9 @@ def _child(request: dict[str, object], fds: list[int]) -> None:
 
 
 def _monitor(conn: socket.socket, request: dict[str, object], fds: list[int]) -> None:
-    """In the forked monitor: fork the server, answer its pid, wait for it, answer its exit status."""
+    """In the forked monitor: fork the server, answer its pid, wait for it, answer its exit status. A test that
+    goes away first (its end of `conn` closed: cancelled, killed, or a stdio stand-in killed by its client) takes
+    the server with it, so no server outlives whoever started it."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     pid = os.fork()
     if pid == 0:
@@ -99,7 +108,18 @@ def _monitor(conn: socket.socket, request: dict[str, object], fds: list[int]) ->
         _child(request, fds)
     for fd in fds:
         os.close(fd)
-    conn.sendall(f"{pid}\n".encode())
+    ended = os.pidfd_open(pid)
+    try:
+        conn.sendall(f"{pid}\n".encode())
+        while True:
+            readable, _, _ = select.select([ended, conn.fileno()], [], [])
+            if ended in readable:
+                break
+            if not conn.recv(1):  # the test has gone
+                os.kill(pid, signal.SIGKILL)
+                break
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     with contextlib.suppress(OSError):  # the test may have gone
         conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
@@ -127,9 +147,11 @@ def zygote(path: str) -> None:
     for module in _STARTED_LATER:
         importlib.import_module(module)
     _warm_up()
+    gc.collect()
     gc.freeze()  # the imported objects are left out of the children's collections, so their pages stay shared
     assert threading.active_count() == 1, "a process with threads must not fork"
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of the run is for the tests and the servers
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -172,7 +194,9 @@ class Forked(Process):
             self._buffer += data
             if b"\n" in self._buffer:
                 self._code = int(self._buffer.split(b"\n", 1)[0])
-            elif not data:  # the monitor died without an answer: say so as a failure
+            elif not data:  # the monitor died without an answer: end the server too, and say so as a failure
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._pid, signal.SIGKILL)
                 self._code = -signal.SIGKILL
             if self._code is not None:
                 self._conn.close()
@@ -252,6 +276,7 @@ class _Zygote:
             self._process.stdin.close()
             self._process.wait(timeout=10)
             self._process = None
+            shutil.rmtree(os.path.dirname(self._path), ignore_errors=True)
 
 
 _ZYGOTE = _Zygote()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -130,12 +131,18 @@ async def wait_ready(process: Process, base_url: str) -> bool:
     return False
 
 
-async def open_serve(port: int, env: dict[str, str], cwd: Path, log: IO[bytes]) -> Process:
+async def open_serve(port: int, env: dict[str, str], cwd: Path, log: IO[bytes], fork: bool = True) -> Process:
     """`jct serve --port PORT` with `env` (JCT_* settings: `server_env`), its stdout and stderr into `log`: a
-    process forked from this worker's zygote (tests/support/zygote.py), which has already imported JCT."""
-    from tests.support.zygote import spawn
+    process forked from this worker's zygote (tests/support/zygote.py), which has already imported JCT, or with
+    `fork=False` a `python -m server` of its own (for a test that measures the process: its memory)."""
+    args = ["serve", "--port", str(port)]
+    if fork:
+        from tests.support.zygote import spawn
 
-    return await spawn(["serve", "--port", str(port)], subprocess_env(env), cwd, log)
+        return await spawn(args, subprocess_env(env), cwd, log)
+    return await anyio.open_process(
+        [sys.executable, "-m", "server", *args], env=subprocess_env(env), cwd=cwd, stdin=None, stdout=log, stderr=log
+    )
 
 
 @asynccontextmanager
