@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from mcp.server import MCPServer
 from mcp.server.context import HandlerResult, ServerRequestContext
@@ -162,35 +162,29 @@ def _register_fixed(server: MCPServer[Any], core: Core) -> None:
 _BUILT: dict[Hashable, ResourceTemplate] = {}
 
 
+class _Words(TypedDict):
+    """What a template says of itself in resources/templates/list."""
+
+    name: str
+    title: str
+    description: str
+    mime_type: str
+
+
 def _template(
-    server: MCPServer[Any],
-    uri: str,
-    kind: type[ResourceTemplate] = ResourceTemplate,
-    *,
-    name: str,
-    title: str,
-    description: str,
-    mime_type: str,
+    server: MCPServer[Any], uri: str, kind: type[ResourceTemplate] = ResourceTemplate, **words: Unpack[_Words]
 ) -> Callable[[_Read], _Read]:
     """Register the function as the template `uri`, built once per process."""
 
     def register(fn: _Read) -> _Read:
         kwdefaults = tuple(sorted((fn.__kwdefaults__ or {}).items()))
-        key = (kind, fn.__name__, fn.__code__, fn.__defaults__, kwdefaults, uri, name, title, description, mime_type)
+        key = (kind, fn.__name__, fn.__code__, fn.__defaults__, kwdefaults, uri, *words.values())
         built = _BUILT.get(key)
         if built is None:
             # What `@server.resource` checks before it builds a template.
             variables = set(UriTemplate.parse(uri).variable_names)
             assert variables == set(inspect.signature(fn).parameters), f"{uri} and {fn.__name__} name other values"
-            made = kind.from_function(
-                fn,
-                uri_template=uri,
-                name=name,
-                title=title,
-                description=description,
-                mime_type=mime_type,
-                security=sdk.resource_security(server),
-            )
+            made = kind.from_function(fn, uri_template=uri, security=sdk.resource_security(server), **words)
             built = _BUILT[key] = made.model_copy(update={"fn": _unbound})
         # The SDK reads a template through validate_call, which casts what the URI gives to the annotated types.
         own = {"fn": validate_call(fn), "security": sdk.resource_security(server)}
