@@ -1,19 +1,21 @@
-"""`jct serve` processes forked from one that has already imported JCT, so a test's server starts without 1.5 s of
-imports.
+"""`jct serve` processes forked from one that has already imported JCT, so a test's server starts in a fifth of
+the CPU.
 
-Most of a `jct serve` process's start is Python importing JCT, the MCP SDK and SQLAlchemy (about 1.4 s of CPU
-on a 2-core machine), and the suite starts a few hundred of them. Each test worker starts one zygote, a
-process that imports all of that once and then forks a fresh server for each `spawn`: the child is a real
-process, with its own pid, environment, working directory, output files and signals, and it runs the same
-`server.cli.main` that `python -m server` runs. `spawn` gives the test the process (`jct serve --port`);
-`command` gives a client a command to start (`jct serve --stdio` for the SDK's stdio client), a small stand-in
-(tests/support/launch.py) that hands the zygote its pipes. Tests whose subject is the process start itself
-(stdio start-up, the installed `jct`, Claude Code's sessions, agents that freeze their server) still start
-`python -m server`.
+A `python -m server serve` spends 2.6-2.8 s of CPU (on a 2-core machine) before it answers `/readyz`, most of it
+importing JCT, the MCP SDK, SQLAlchemy and Alembic and building its first app, and the suite starts a few
+hundred servers. Each test worker starts one zygote, a process that does all of that once and then forks a
+fresh server for each `spawn`, ready after about 0.55 s: the child is a real process, with its own pid,
+environment, working directory, output files and signals, and it runs the same `server.cli.main` that
+`python -m server` runs. `spawn` gives the test the process (`jct serve --port`); `command` gives a client a
+command to start (`jct serve --stdio` for the SDK's stdio client), a small stand-in (tests/support/launch.py)
+that hands the zygote its pipes. Tests whose subject is the process start itself (stdio start-up, the installed
+`jct`, Claude Code's sessions, agents that freeze their server) and the one that measures a server's memory
+still start `python -m server`.
 
 The zygote forks a monitor per request and the monitor forks the server: the monitor answers the server's
-pid, waits for it and answers its exit status (`os.waitstatus_to_exitcode`: negative for a signal), so the
-zygote itself never waits and never runs a thread. It ends when its worker closes its stdin.
+pid, waits for it and answers its exit status (`os.waitstatus_to_exitcode`: negative for a signal), and kills
+the server if the test's end of the socket closes first; the zygote itself never waits and never runs a
+thread. It ends when its worker closes its stdin.
 """
 
 from __future__ import annotations
