@@ -43,24 +43,18 @@ class Review:
     at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class RunLine:
-    """A run as one line of a task or issue page: status, evidence and review."""
+class RunLine(ReviewedRun):
+    """A run as one line of a task or issue page: status, evidence and review (the listed record itself)."""
 
-    run_id: str
-    task_id: str
-    number: int
-    status: str
-    attempt: int
-    executor: Mapping[str, Any]
-    started_at: datetime
-    ended_at: datetime | None
-    lease_expires_at: datetime | None
-    evidence_pack_id: str | None = None
-    verdict: str | None = None
-    verdict_reason: str | None = None
-    review_state: str | None = None
-    review: Review | None = None
+    @property
+    def run_id(self) -> str:
+        return self.id
+
+    @property
+    def review(self) -> Review | None:
+        if self.decision is None:
+            return None
+        return Review(decision=self.decision, reason=self.decision_reason or "", reviewer=self.reviewer or {})
 
 
 @dataclass(frozen=True)
@@ -143,26 +137,8 @@ def review_of(row: RowMapping | None) -> Review | None:
 
 
 def run_line(row: ReviewedRun) -> RunLine:
-    """A run of listing.runs_of_tasks / latest_runs."""
-    review = None
-    if row.decision is not None:
-        review = Review(decision=row.decision, reason=row.decision_reason or "", reviewer=row.reviewer or {})
-    return RunLine(
-        run_id=row.id,
-        task_id=row.task_id,
-        number=row.number,
-        status=row.status,
-        attempt=row.attempt,
-        executor=row.executor or {},
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-        lease_expires_at=row.lease_expires_at,
-        evidence_pack_id=row.evidence_pack_id,
-        verdict=row.verdict,
-        verdict_reason=row.verdict_reason,
-        review_state=row.review_state,
-        review=review,
-    )
+    """A run of listing.runs_of_tasks / latest_runs, as a page's line."""
+    return RunLine(**row.columns())
 
 
 def _missing(code: ErrorCode, what: str, value: str) -> JctError:
