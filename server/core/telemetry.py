@@ -54,7 +54,8 @@ def add(so_far: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, 
 
 
 def totals_rows(more: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What one report adds to the queue's totals: a row per known number (server/db/tables.py telemetry_deltas)."""
+    """What one report adds to the queue's totals: a row per known number (server/db/bookkeeping.py
+    telemetry_deltas)."""
     return [{"key": key, "amount": float(more[key])} for key in NUMBERS if _is_number(more.get(key)) and more[key]]
 
 

@@ -1,4 +1,4 @@
-"""The derived counts behind queue statistics (server/db/tables.py `count_deltas`): folding their delta rows."""
+"""The derived counts behind queue statistics (server/db/bookkeeping.py `count_deltas`): folding their delta rows."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ SELECT key, SUM(amount) FROM gone GROUP BY key HAVING SUM(amount) <> 0
 
 
 async def fold_count_deltas(conn: AsyncConnection) -> None:
-    """Fold the count delta rows (server/db/tables.py count_deltas) into one row per count.
+    """Fold the count delta rows (server/db/bookkeeping.py count_deltas) into one row per count.
 
     Run by the sweeper, so the rows summed by queue statistics stay few however many tasks change.
     On SQLite the caller's BEGIN IMMEDIATE transaction holds the write lock: no trigger runs between the
@@ -55,7 +55,7 @@ async def fold_count_deltas(conn: AsyncConnection) -> None:
 
 
 async def _fold_telemetry_sqlite(conn: AsyncConnection) -> None:
-    """The telemetry totals' rows (server/db/tables.py telemetry_deltas), folded the same way."""
+    """The telemetry totals' rows (server/db/bookkeeping.py telemetry_deltas), folded the same way."""
     deltas = t.telemetry_deltas
     top = (await conn.execute(select(func.max(deltas.c.id)))).scalar()
     if top is None:

@@ -1,10 +1,10 @@
-"""Column types that behave the same on SQLite and PostgreSQL."""
+"""Column types that behave the same on SQLite and PostgreSQL, and the metadata every table joins."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer
+from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer, MetaData, String
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator
 
@@ -36,3 +36,16 @@ Json = JSON().with_variant(JSONB(), "postgresql")
 JsonOrNull = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 # BIGINT on PostgreSQL; SQLite only autoincrements an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+# Stable constraint names, so migrations are the same on every dialect.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(36)
