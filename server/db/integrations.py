@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
-from server.db.records import Integration
+from server.db.records import Integration, Record
 from server.db.types import UTCDateTime
 
 # queued | merging | merged | conflict | check_failed
@@ -102,7 +102,20 @@ async def merging_runs(conn: AsyncConnection, run_ids: Sequence[str]) -> set[str
     return {row[0] for row in (await conn.execute(query)).all()}
 
 
-async def waiting_with_reason(conn: AsyncConnection, limit: int) -> list[dict[str, Any]]:
+class Waiting(Record):
+    """A queued integration that cannot go on, and why (`waiting`)."""
+
+    task_id: str
+    objective: str
+    run_id: str
+    actor_id: str
+    waiting: str
+    queued_at: datetime
+    repo: str
+    ref: str
+
+
+async def waiting_with_reason(conn: AsyncConnection, limit: int) -> list[Waiting]:
     """Queued integrations that cannot go on (a dirty checkout, a lock), oldest first, with their task's objective
     and the run's agent: work a person must unblock (jct_list_stuck)."""
     g, tasks, runs = t.integrations, t.tasks, t.runs
@@ -123,4 +136,4 @@ async def waiting_with_reason(conn: AsyncConnection, limit: int) -> list[dict[st
         .order_by(g.c.id)
         .limit(limit)
     )
-    return [dict(row) for row in (await conn.execute(query)).mappings().all()]
+    return [Waiting.of(row) for row in (await conn.execute(query)).mappings()]

@@ -1,4 +1,5 @@
-"""The statements behind the operator tools: requeue and priority, agents, stuck work, audit search."""
+"""The statements behind the operator tools: requeue and priority, agents, stuck work, audit search; each read's
+rows as a typed record beside it (server/db/records.py says how)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
 from server.db import tables as t
+from server.db.records import Frozen, Record
 from server.db.types import UTCDateTime
 from server.vocab import MissionStatus, ReviewState, RunStatus, TaskStatus
 
@@ -26,7 +28,50 @@ async def clock(conn: AsyncConnection, now: ColumnElement[datetime]) -> datetime
 # --- agents ----------------------------------------------------------------------------------
 
 
-async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Sequence[RowMapping]:
+class Spending(Frozen):
+    """What runs reported spending, summed (server/core/telemetry.py run_columns)."""
+
+    tokens: float
+    cost_usd: float
+    duration_seconds: float
+
+
+class AgentTotals(Record, Spending):
+    """An agent's runs within the window."""
+
+    agent: str
+    principal: str | None
+    done: int
+    failed: int
+    last_started: datetime | None
+    last_ended: datetime | None
+
+    @classmethod
+    def waiting(cls, agent: str) -> AgentTotals:
+        """An agent that waits for its first claim: no run yet."""
+        nothing: dict[str, Any] = dict.fromkeys(("principal", "last_started", "last_ended"))
+        return cls(agent=agent, done=0, failed=0, tokens=0, cost_usd=0, duration_seconds=0, **nothing)
+
+
+class HeldCount(Record):
+    """How many runs an agent holds, and the latest end of their leases."""
+
+    agent: str
+    held: int
+    last_lease_end: datetime | None
+
+
+class HeldRun(Record):
+    """A run an agent holds, with its task's objective."""
+
+    agent: str
+    run_id: str
+    task_id: str
+    lease_expires_at: datetime
+    objective: str
+
+
+async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> list[AgentTotals]:
     """Per agent with a run started since `since` or still running: its principal, runs done and failed, last
     start and end, most recently started first. The OR is two index scans joined in a bitmap (PostgreSQL) or a
     multi-index OR (SQLite): ix_runs_started_at and ix_runs_status_lease_expires_at, never every run."""
@@ -49,11 +94,10 @@ async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> Se
         .order_by(func.max(runs.started_at).desc())
         .limit(limit)
     )
-    rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
-    return rows
+    return [AgentTotals.of(row) for row in (await conn.execute(query)).mappings()]
 
 
-async def claims_held(conn: AsyncConnection, agents: Sequence[str]) -> Sequence[RowMapping]:
+async def claims_held(conn: AsyncConnection, agents: Sequence[str]) -> list[HeldCount]:
     """Per agent, how many runs it holds and the latest end of their leases (read from the runs alone)."""
     runs = t.runs.c
     query = (
@@ -65,10 +109,10 @@ async def claims_held(conn: AsyncConnection, agents: Sequence[str]) -> Sequence[
         .where(runs.status == RunStatus.RUNNING, runs.actor_id.in_(list(agents)))
         .group_by(runs.actor_id)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [HeldCount.of(row) for row in (await conn.execute(query)).mappings()]
 
 
-async def soonest_claims(conn: AsyncConnection, agents: Sequence[str], per_agent: int) -> Sequence[RowMapping]:
+async def soonest_claims(conn: AsyncConnection, agents: Sequence[str], per_agent: int) -> list[HeldRun]:
     """Each agent's first `per_agent` running runs by lease end, with their task's objective: the tasks are read
     for the runs shown only."""
     runs = t.runs.c
@@ -95,19 +139,55 @@ async def soonest_claims(conn: AsyncConnection, agents: Sequence[str], per_agent
         .where(ranked.c.n <= per_agent)
         .order_by(ranked.c.lease_expires_at, ranked.c.id)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [HeldRun.of(row) for row in (await conn.execute(query)).mappings()]
 
 
 # --- stuck work ------------------------------------------------------------------------------
 
 
-async def stuck_runs(conn: AsyncConnection, now: datetime, quiet_since: datetime, limit: int) -> Sequence[RowMapping]:
+class StuckTask(Record):
+    """A task that needs a person, with its objective."""
+
+    task_id: str
+    objective: str
+
+
+class StuckRun(StuckTask):
+    """A running run that is stuck: `kind` says why (stuck_runs), `last` is its last sign of life."""
+
+    run_id: str
+    actor_id: str
+    started_at: datetime
+    lease_expires_at: datetime
+    budget_ends_at: datetime | None
+    kind: int
+    last: datetime
+    time_budget_seconds: int | None
+
+
+class BlockedReview(StuckTask):
+    """A finished run its agent flagged for a person, awaiting review."""
+
+    run_id: str
+    actor_id: str
+    ended_at: datetime
+    evidence_pack_id: str
+
+
+class FailedDependency(StuckTask):
+    """A blocked task and the dependency that ended without approval."""
+
+    queued_at: datetime
+    dependency_id: str
+    dependency_status: str
+
+
+async def stuck_runs(conn: AsyncConnection, now: datetime, quiet_since: datetime, limit: int) -> list[StuckRun]:
     """Running runs that are stuck, each with its kind and its last sign of life, most urgent kind first, then
     oldest run first: a lease that has passed (kind 0), a human blocker (1), a time budget that has run out
     (2, budget_ends_at), or no event since `quiet_since` (3)."""
     params = {"now": now, "quiet_since": quiet_since, "limit": limit}
-    rows: Sequence[RowMapping] = (await conn.execute(_stuck_runs(), params)).mappings().all()
-    return rows
+    return [StuckRun.of(row) for row in (await conn.execute(_stuck_runs(), params)).mappings()]
 
 
 @cache
@@ -170,7 +250,7 @@ def _stuck_runs() -> Select[Any]:
     )
 
 
-async def human_blocked_reviews(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
+async def human_blocked_reviews(conn: AsyncConnection, limit: int) -> list[BlockedReview]:
     """Runs an agent flagged as needing a person, finished and awaiting review: a walk of the pending packs
     (ix_evidence_packs_review_state_created_at), never of every run."""
     packs = t.evidence_packs
@@ -190,10 +270,10 @@ async def human_blocked_reviews(conn: AsyncConnection, limit: int) -> Sequence[R
         .order_by(packs.c.review_state, packs.c.created_at)
         .limit(limit)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [BlockedReview.of(row) for row in (await conn.execute(query)).mappings()]
 
 
-async def failed_dependencies(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
+async def failed_dependencies(conn: AsyncConnection, limit: int) -> list[FailedDependency]:
     """Blocked tasks waiting for a dependency that failed or was cancelled (each pair once). Dependencies are
     within a mission and a mission with a blocked task is active, so the walk starts from the active missions'
     tasks (ix_missions_status_created_at_id, ix_tasks_mission_id_phase), never from every blocked task."""
@@ -218,7 +298,7 @@ async def failed_dependencies(conn: AsyncConnection, limit: int) -> Sequence[Row
         .order_by(t.tasks.c.queued_at, t.tasks.c.id)
         .limit(limit)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [FailedDependency.of(row) for row in (await conn.execute(query)).mappings()]
 
 
 # --- audit search ----------------------------------------------------------------------------
@@ -256,11 +336,11 @@ async def search_audit(
 
 async def recent_of_action(
     conn: AsyncConnection, action: str, before_id: int | None, limit: int
-) -> Sequence[RowMapping]:
+) -> list[tuple[int, datetime]]:
     """One page of an action's audit rows (id, ts), newest first, below `before_id`: read from
     ix_audit_log_action_id_ts alone."""
     log = t.audit_log.c
     query = select(log.id, log.ts).where(log.action == action)
     if before_id is not None:
         query = query.where(log.id < before_id)
-    return (await conn.execute(query.order_by(log.id.desc()).limit(limit))).mappings().all()
+    return [(id_, ts) for id_, ts in await conn.execute(query.order_by(log.id.desc()).limit(limit))]

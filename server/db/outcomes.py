@@ -5,12 +5,14 @@ overrides it saw."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import RowMapping, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
+from server.db.records import Budgeted, Record
 from server.vocab import MissionStatus, TaskStatus
 
 
@@ -75,7 +77,17 @@ async def overrides_of(conn: AsyncConnection, mission_id: str) -> Sequence[RowMa
     return [row for row in rows if isinstance(row["after"], dict) and row["after"].get("override_reason")]
 
 
-async def spent_missions(conn: AsyncConnection, limit: int) -> Sequence[RowMapping]:
+class SpentMission(Record, Budgeted):
+    """An active mission whose budget is spent while tasks of its wait, with the first of them."""
+
+    id: str
+    waiting: int
+    first_task_id: str
+    objective: str
+    queued_at: datetime
+
+
+async def spent_missions(conn: AsyncConnection, limit: int) -> list[SpentMission]:
     """Active missions whose budget is spent while tasks of theirs are queued: each with its first queued task in
     claim order and how many wait. Walks the active missions (ix_missions_status_created_at_id) only."""
     missions, tasks = t.missions, t.tasks
@@ -103,4 +115,4 @@ async def spent_missions(conn: AsyncConnection, limit: int) -> Sequence[RowMappi
         .order_by(found.c.created_at, found.c.id)
         .limit(limit)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [SpentMission.of(row) for row in (await conn.execute(query)).mappings()]

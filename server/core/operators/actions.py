@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol
 
 from server.core import results as r
 from server.core import views
@@ -22,7 +22,6 @@ from server.core.service import Core, check_limit, decode_cursor, encode_cursor
 from server.db import integrations, outcomes, queries
 from server.db import missions as mission_rows
 from server.db import operators as q
-from server.db.records import Budgeted
 from server.errors import invalid, task_not_found
 from server.vocab import TASK_ENDED_UNAPPROVED, TASK_OPEN, EntityKind, IssueStatus, MissionStatus, Priority, TaskStatus
 
@@ -159,45 +158,42 @@ async def list_agents(
     async with core.db.read() as conn:
         now = await q.clock(conn, core.now())
         totals = await q.agent_totals(conn, now - timedelta(seconds=active_within_seconds), AGENTS_SHOWN)
-        names = [row["agent"] for row in totals]
+        names = [row.agent for row in totals]
         held = await q.claims_held(conn, names) if names else []
         soonest = await q.soonest_claims(conn, names, CLAIMS_SHOWN) if names else []
-    counted = {row["agent"]: int(row["held"]) for row in held}
+    counted = {row.agent: row.held for row in held}
     # A lease is renewed to a full lease on every call: the latest end, less a lease, is the agent's last call.
-    renewed = {row["agent"]: row["last_lease_end"] - lease for row in held if row["last_lease_end"] is not None}
+    renewed = {row.agent: row.last_lease_end - lease for row in held if row.last_lease_end is not None}
     claims: dict[str, list[r.HeldClaim]] = {}
     for claim in soonest:
-        claims.setdefault(claim["agent"], []).append(
+        claims.setdefault(claim.agent, []).append(
             r.HeldClaim(
-                task_id=claim["task_id"],
-                run_id=claim["run_id"],
-                objective=_clip(claim["objective"], 200),
-                lease_expires_at=claim["lease_expires_at"],
+                task_id=claim.task_id,
+                run_id=claim.run_id,
+                objective=_clip(claim.objective, 200),
+                lease_expires_at=claim.lease_expires_at,
             )
         )
     agents = []
     # An agent waiting for its first claim has no run yet: it is listed all the same.
-    known = {row["agent"] for row in totals}
-    rows: list[dict[str, Any]] = [*map(dict, totals), *({"agent": name} for name in sorted(waiting - known))]
-    for row in rows:
-        seen = [
-            moment for moment in (row.get("last_started"), row.get("last_ended"), renewed.get(row["agent"])) if moment
-        ]
-        holding = counted.get(row["agent"], 0)
-        now_in: r.AgentState = "working" if holding else "waiting" if row["agent"] in waiting else "idle"
+    known = {row.agent for row in totals}
+    for row in [*totals, *map(q.AgentTotals.waiting, sorted(waiting - known))]:
+        seen = [moment for moment in (row.last_started, row.last_ended, renewed.get(row.agent)) if moment]
+        holding = counted.get(row.agent, 0)
+        now_in: r.AgentState = "working" if holding else "waiting" if row.agent in waiting else "idle"
         if state is not None and now_in != state:
             continue
         agents.append(
             r.AgentView(
-                agent=row["agent"],
-                principal=row.get("principal") or row["agent"],
+                agent=row.agent,
+                principal=row.principal or row.agent,
                 state=now_in,
                 claims_held=holding,
-                claims=claims.get(row["agent"], []),
+                claims=claims.get(row.agent, []),
                 last_seen=max(seen) if seen else None,
-                done=int(row.get("done") or 0),
-                failed=int(row.get("failed") or 0),
-                spent=views.spent(row),
+                done=row.done,
+                failed=row.failed,
+                spent=r.Spent(tokens=row.tokens, cost_usd=row.cost_usd, duration_seconds=row.duration_seconds),
             )
         )
     agents.sort(key=lambda agent: agent.last_seen or datetime.min.replace(tzinfo=UTC), reverse=True)
@@ -226,9 +222,7 @@ async def list_stuck(core: Core, *, limit: int = 50, stuck_after_seconds: int | 
         held = await integrations.waiting_with_reason(conn, limit)
         spent = await outcomes.spent_missions(conn, limit)
     # The runs come most urgent first; finished runs awaiting a person go after the running ones that do.
-    urgent = [
-        _running_item(run, now) for run in running if RUN_KINDS[run["kind"]] in ("lease_overdue", "human_blocker")
-    ]
+    urgent = [_running_item(run, now) for run in running if RUN_KINDS[run.kind] in ("lease_overdue", "human_blocker")]
 
     def described() -> Iterator[r.StuckItem]:
         yield from urgent
@@ -242,10 +236,10 @@ async def list_stuck(core: Core, *, limit: int = 50, stuck_after_seconds: int | 
     return r.StuckList(items=items, count=len(items))
 
 
-def _running_item(run: Any, now: datetime) -> r.StuckItem:
-    kind = RUN_KINDS[run["kind"]]
+def _running_item(run: q.StuckRun, now: datetime) -> r.StuckItem:
+    kind = RUN_KINDS[run.kind]
     # Since when: the lease's end, the budget's end, or the last sign of life.
-    since = {"lease_overdue": run["lease_expires_at"], "over_budget": run["budget_ends_at"]}.get(kind, run["last"])
+    since = {"lease_overdue": run.lease_expires_at, "over_budget": run.budget_ends_at}.get(kind) or run.last
     match kind:
         case "lease_overdue":
             reason = f"Its lease ended at {_at(since)} and the run has not been expired yet."
@@ -262,41 +256,40 @@ def _running_item(run: Any, now: datetime) -> r.StuckItem:
         case _:
             reason = f"No progress reported since {_at(since)} ({int((now - since).total_seconds())}s)."
             action = "Check on its agent; cancel and requeue with feedback if it has stalled."
-    return _stuck(kind, run, since, reason, action, TaskStatus.RUNNING)
+    return _stuck(kind, run, since, reason, action, TaskStatus.RUNNING, run.run_id, run.actor_id)
 
 
-def _human_item(pack: Any) -> r.StuckItem:
+def _human_item(pack: q.BlockedReview) -> r.StuckItem:
     reason = "Finished with a blocker only a person can lift; never approved automatically."
+    action = f"Review evidence pack {pack.evidence_pack_id} (jct_submit_review)."
     return _stuck(
-        "human_blocker",
-        pack,
-        pack["ended_at"],
-        reason,
-        f"Review evidence pack {pack.evidence_pack_id} (jct_submit_review).",
-        TaskStatus.COMPLETED,
+        "human_blocker", pack, pack.ended_at, reason, action, TaskStatus.COMPLETED, pack.run_id, pack.actor_id
     )
 
 
-def _integration_item(row: Any) -> r.StuckItem:
-    reason = f"Approved work waits to be merged into {row['ref']}: {row['waiting']}."
+def _integration_item(row: integrations.Waiting) -> r.StuckItem:
+    reason = f"Approved work waits to be merged into {row.ref}: {row.waiting}."
     action = "Do what the reason says (commit or stash the checkout's changes, remove a stale lock); JCT retries."
-    return _stuck("integration_waiting", row, row["queued_at"], reason, action, TaskStatus.COMPLETED)
-
-
-def _dependency_item(row: Any) -> r.StuckItem:
-    dependency = row["dependency_id"]
-    reason = f"Waits for task {dependency}, which is {row['dependency_status']}."
-    action = f"Requeue {dependency} (jct_requeue_task) or cancel this task (jct_cancel_task)."
-    return _stuck("failed_dependency", row, row["queued_at"], reason, action, TaskStatus.BLOCKED, dependency)
-
-
-def _budget_item(row: Any) -> r.StuckItem:
-    spent = budget.spent_text(Budgeted.of(row))
-    reason = f"Mission {row['id']} has spent its budget ({spent}): {row['waiting']} queued task(s) are not handed out."
-    item = _stuck(
-        "mission_budget_spent", row, row["queued_at"], reason, budget.raise_hint(row["id"]), TaskStatus.QUEUED
+    return _stuck(
+        "integration_waiting", row, row.queued_at, reason, action, TaskStatus.COMPLETED, row.run_id, row.actor_id
     )
-    item.mission_id = row["id"]
+
+
+def _dependency_item(row: q.FailedDependency) -> r.StuckItem:
+    dependency = row.dependency_id
+    reason = f"Waits for task {dependency}, which is {row.dependency_status}."
+    action = f"Requeue {dependency} (jct_requeue_task) or cancel this task (jct_cancel_task)."
+    item = _stuck("failed_dependency", row, row.queued_at, reason, action, TaskStatus.BLOCKED)
+    item.dependency_id = dependency
+    return item
+
+
+def _budget_item(row: outcomes.SpentMission) -> r.StuckItem:
+    spent, hint = budget.spent_text(row), budget.raise_hint(row.id)
+    reason = f"Mission {row.id} has spent its budget ({spent}): {row.waiting} queued task(s) are not handed out."
+    first = q.StuckTask(task_id=row.first_task_id, objective=row.objective)
+    item = _stuck("mission_budget_spent", first, row.queued_at, reason, hint, TaskStatus.QUEUED)
+    item.mission_id = row.id
     return item
 
 
@@ -316,39 +309,49 @@ async def throughput(core: Core, *, window_seconds: int = 3600, buckets: int = 1
             before = None
             while True:
                 rows = await q.recent_of_action(conn, action.value, before, THROUGHPUT_PAGE)
-                for row in rows:
-                    if row["ts"] >= start:
-                        series[min(buckets - 1, int((row["ts"] - start).total_seconds()) // size)] += 1
-                if len(rows) < THROUGHPUT_PAGE or rows[-1]["ts"] < start:
+                for _, ts in rows:
+                    if ts >= start:
+                        series[min(buckets - 1, int((ts - start).total_seconds()) // size)] += 1
+                if len(rows) < THROUGHPUT_PAGE or rows[-1][1] < start:
                     break
-                before = rows[-1]["id"]
+                before = rows[-1][0]
     return r.Throughput(
         bucket_seconds=size, completed=counts[AuditAction.TASK_COMPLETED], failed=counts[AuditAction.TASK_FAILED]
     )
 
 
+class _Task(Protocol):
+    """A stuck item's task as a row names it."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def objective(self) -> str: ...
+
+
 def _stuck(
     kind: r.StuckKind,
-    row: Any,
+    task: _Task,
     since: datetime,
     reason: str,
     action: str,
     task_status: TaskStatus,
-    dependency_id: str | None = None,
+    run_id: str | None = None,
+    agent: str | None = None,
 ) -> r.StuckItem:
     """A stuck item from a row JCT read itself (its task, and its run and agent when it has one): built without
     validating again (a busy queue has thousands)."""
     return r.StuckItem.model_construct(
         kind=kind,
-        task_id=row["task_id"] if "task_id" in row else row["first_task_id"],
-        objective=_clip(row["objective"], 200),
-        run_id=row.get("run_id"),
-        agent=row.get("actor_id"),
+        task_id=task.task_id,
+        objective=_clip(task.objective, 200),
+        run_id=run_id,
+        agent=agent,
         since=since,
         reason=reason,
         action=action,
         task_status=task_status,
-        dependency_id=dependency_id,
+        dependency_id=None,
     )
 
 
