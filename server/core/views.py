@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from server.core import results as r
-from server.db.records import Record
+from server.db.records import Record, Spending
 
 # Rows from SQLAlchemy (RowMapping) or assembled by hand (the flat claim row): any mapping will do; or a
 # record (server/db/records.py).
@@ -70,10 +70,6 @@ audit_entry = _validator(r.AuditEntry)
 pending_review = _validator(r.PendingReview)
 
 
-def spent(row: Row) -> r.Spent:
-    """Sums of the run columns tokens, cost_usd and duration_seconds (server/db/tables.py runs); none: zero."""
-    return r.Spent(
-        tokens=float(row.get("tokens") or 0),
-        cost_usd=float(row.get("cost_usd") or 0),
-        duration_seconds=float(row.get("duration_seconds") or 0),
-    )
+def spent(sums: Spending) -> r.Spent:
+    """What runs reported spending, summed (server/db/outcomes.py spending)."""
+    return r.Spent(tokens=sums.tokens, cost_usd=sums.cost_usd, duration_seconds=sums.duration_seconds)

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import rawsqlite
 from server.db import tables as t
-from server.db.records import Mission
+from server.db.records import FlaggedRun, Mission, MissionTaskRow, Phase, PhasedTask
 from server.db.types import UTCDateTime
 from server.vocab import EventKind, MissionStatus, ReviewState, RunStatus, TaskStatus
 
@@ -210,16 +210,16 @@ async def mission_by_idempotency_key(conn: AsyncConnection, scope: str, key: str
     return Mission.maybe((await conn.execute(query)).mappings().first())
 
 
-async def phases_of(conn: AsyncConnection, mission_id: str, *, lock: bool = False) -> Sequence[RowMapping]:
+async def phases_of(conn: AsyncConnection, mission_id: str, *, lock: bool = False) -> list[Phase]:
     """The phases in order; `lock`: held until commit (PostgreSQL), so no approval moves them meanwhile."""
     query = select(t.mission_phases).where(t.mission_phases.c.mission_id == mission_id)
     query = query.order_by(t.mission_phases.c.index)
     if lock and conn.dialect.name != "sqlite":
         query = query.with_for_update()
-    return (await conn.execute(query)).mappings().all()
+    return [Phase.of(row) for row in (await conn.execute(query)).mappings()]
 
 
-async def dependencies_in(conn: AsyncConnection, mission_id: str, task_ids: Sequence[str]) -> Sequence[RowMapping]:
+async def dependencies_in(conn: AsyncConnection, mission_id: str, task_ids: Sequence[str]) -> list[PhasedTask]:
     """These tasks of the mission (those that are), with what decides whether a new task waits for them: their
     phase and whether they were approved. Not locked: the caller holds the mission's row, which an approval
     takes before it unblocks anything, so an approval not yet committed here unblocks the new task after."""
@@ -229,7 +229,7 @@ async def dependencies_in(conn: AsyncConnection, mission_id: str, task_ids: Sequ
     query = select(tasks.c.id, tasks.c.phase, tasks.c.approved_at).where(
         tasks.c.id.in_(list(task_ids)), tasks.c.mission_id == mission_id
     )
-    return (await conn.execute(query)).mappings().all()
+    return [PhasedTask.of(row) for row in (await conn.execute(query)).mappings()]
 
 
 async def add_phase(conn: AsyncConnection, mission_id: str, index: int, name: str) -> None:
@@ -263,20 +263,23 @@ async def insert_dependencies(conn: AsyncConnection, task_id: str, depends_on: S
         await conn.execute(insert(t.task_dependencies), [{"task_id": task_id, "depends_on": d} for d in depends_on])
 
 
-async def tasks_of(conn: AsyncConnection, mission_id: str, limit: int) -> Sequence[RowMapping]:
+async def tasks_of(conn: AsyncConnection, mission_id: str, limit: int) -> list[MissionTaskRow]:
+    tasks = t.tasks.c
+    columns = (tasks[name] for name in MissionTaskRow.model_fields)
     query = (
-        select(t.tasks)
-        .where(t.tasks.c.mission_id == mission_id)
-        .order_by(t.tasks.c.phase, t.tasks.c.queued_at, t.tasks.c.id)
+        select(*columns)
+        .where(tasks.mission_id == mission_id)
+        .order_by(tasks.phase, tasks.queued_at, tasks.id)
         .limit(limit)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [MissionTaskRow.of(row) for row in (await conn.execute(query)).mappings()]
 
 
-async def dependencies_of(conn: AsyncConnection, task_ids: Sequence[str]) -> Sequence[RowMapping]:
+async def dependencies_of(conn: AsyncConnection, task_ids: Sequence[str]) -> list[tuple[str, str]]:
+    """(task_id, depends_on) for these tasks."""
     deps = t.task_dependencies
     query = select(deps.c.task_id, deps.c.depends_on).where(deps.c.task_id.in_(list(task_ids)))
-    return (await conn.execute(query)).mappings().all()
+    return [(task_id, depends_on) for task_id, depends_on in await conn.execute(query)]
 
 
 async def waiting_for(conn: AsyncConnection, task_id: str) -> Sequence[RowMapping]:
@@ -356,7 +359,7 @@ async def events_of(conn: AsyncConnection, mission_id: str, kinds: Sequence[str]
     return (await conn.execute(query)).mappings().all()
 
 
-async def human_blocked_runs(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+async def human_blocked_runs(conn: AsyncConnection, mission_id: str) -> list[FlaggedRun]:
     """Runs of the mission flagged for a person, still running or awaiting review."""
     runs, tasks, packs = t.runs, t.tasks, t.evidence_packs
     query = (
@@ -369,11 +372,11 @@ async def human_blocked_runs(conn: AsyncConnection, mission_id: str) -> Sequence
             (runs.c.status == RunStatus.RUNNING) | (packs.c.review_state == ReviewState.PENDING),
         )
     )
-    return (await conn.execute(query)).mappings().all()
+    return [FlaggedRun.of(row) for row in (await conn.execute(query)).mappings()]
 
 
-async def review_tally(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
-    """Per verdict and review state, how many evidence packs the mission's tasks have."""
+async def review_tally(conn: AsyncConnection, mission_id: str) -> list[tuple[str, str, int]]:
+    """Per verdict and review state, how many evidence packs the mission's tasks have: (verdict, state, count)."""
     packs, tasks = t.evidence_packs, t.tasks
     query = (
         select(packs.c.verdict, packs.c.review_state, func.count().label("n"))
@@ -381,7 +384,7 @@ async def review_tally(conn: AsyncConnection, mission_id: str) -> Sequence[RowMa
         .where(tasks.c.mission_id == mission_id)
         .group_by(packs.c.verdict, packs.c.review_state)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [(verdict, state, n) for verdict, state, n in await conn.execute(query)]
 
 
 async def list_missions(

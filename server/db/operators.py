@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.orm import aliased
 
 from server.db import tables as t
-from server.db.records import Frozen, Record
+from server.db.outcomes import spending
+from server.db.records import Record, Spending
 from server.db.types import UTCDateTime
 from server.vocab import MissionStatus, ReviewState, RunStatus, TaskStatus
 
@@ -26,14 +27,6 @@ async def clock(conn: AsyncConnection, now: ColumnElement[datetime]) -> datetime
 
 
 # --- agents ----------------------------------------------------------------------------------
-
-
-class Spending(Frozen):
-    """What runs reported spending, summed (server/core/telemetry.py run_columns)."""
-
-    tokens: float
-    cost_usd: float
-    duration_seconds: float
 
 
 class AgentTotals(Record, Spending):
@@ -84,10 +77,8 @@ async def agent_totals(conn: AsyncConnection, since: datetime, limit: int) -> li
             func.sum(case((runs.status.in_([RunStatus.FAILED, RunStatus.EXPIRED]), 1), else_=0)).label("failed"),
             func.max(runs.started_at).label("last_started"),
             func.max(runs.ended_at).label("last_ended"),
-            # What its runs in the window reported spending (server/core/telemetry.py run_columns).
-            func.coalesce(func.sum(runs.tokens), 0).label("tokens"),
-            func.coalesce(func.sum(runs.cost_usd), 0).label("cost_usd"),
-            func.coalesce(func.sum(runs.duration_seconds), 0).label("duration_seconds"),
+            # What its runs in the window reported spending.
+            *spending(t.runs),
         )
         .where(or_(runs.started_at >= since, runs.status == RunStatus.RUNNING))
         .group_by(runs.actor_id)

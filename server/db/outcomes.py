@@ -8,15 +8,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import RowMapping, func, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
-from server.db.records import Budgeted, Record
+from server.db.records import Budgeted, JsonObject, Record, Spending
 from server.vocab import MissionStatus, TaskStatus
 
 
-def _sums(runs: Any) -> list[Any]:
+def spending(runs: Any) -> list[Any]:
+    """The columns of a `Spending`: the runs' reported tokens, cost and duration summed (server/core/telemetry.py
+    run_columns), zero for none."""
     return [
         func.coalesce(func.sum(runs.c.tokens), 0).label("tokens"),
         func.coalesce(func.sum(runs.c.cost_usd), 0).label("cost_usd"),
@@ -24,57 +26,63 @@ def _sums(runs: Any) -> list[Any]:
     ]
 
 
-async def spent_of(conn: AsyncConnection, mission_id: str) -> RowMapping:
+class MissionSpending(Record, Spending):
+    last_ended: datetime | None  # when the last of its runs ended
+
+
+async def spent_of(conn: AsyncConnection, mission_id: str) -> MissionSpending:
     """What the mission's runs reported spending, summed in SQL, and when the last of them ended."""
     runs, tasks = t.runs, t.tasks
     query = (
-        select(*_sums(runs), func.max(runs.c.ended_at).label("last_ended"))
+        select(*spending(runs), func.max(runs.c.ended_at).label("last_ended"))
         .select_from(runs)
         .join(tasks, tasks.c.id == runs.c.task_id)
         .where(tasks.c.mission_id == mission_id)
     )
-    row: RowMapping = (await conn.execute(query)).mappings().one()
-    return row
+    return MissionSpending.of((await conn.execute(query)).mappings().one())
 
 
-async def spent_of_task(conn: AsyncConnection, task_id: str) -> RowMapping:
+async def spent_of_task(conn: AsyncConnection, task_id: str) -> Spending:
     """What the task's runs reported spending, summed in SQL (ix_runs_task_id_actor_id)."""
-    query = select(*_sums(t.runs)).where(t.runs.c.task_id == task_id)
-    row: RowMapping = (await conn.execute(query)).mappings().one()
-    return row
+    query = select(*spending(t.runs)).where(t.runs.c.task_id == task_id)
+    return Spending.of((await conn.execute(query)).mappings().one())
 
 
-async def files_changed_of(conn: AsyncConnection, run_ids: Sequence[str]) -> Sequence[RowMapping]:
-    """The verified changes (files_changed) of these runs, those that have them."""
+async def files_changed_of(conn: AsyncConnection, run_ids: Sequence[str]) -> list[tuple[str, JsonObject | None]]:
+    """The verified changes (files_changed) of these runs, those that have them: (task_id, files_changed)."""
     if not run_ids:
         return []
     runs = t.runs
     query = (
-        select(runs.c.id, runs.c.task_id, runs.c.files_changed)
+        select(runs.c.task_id, runs.c.files_changed)
         .where(runs.c.id.in_(list(run_ids)), runs.c.files_changed.is_not(None))
         .order_by(runs.c.ended_at, runs.c.id)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [(task_id, changed) for task_id, changed in await conn.execute(query)]
 
 
 # The review decisions that passed a gate by an admin's override (server/core/review/reviews.py).
 OVERRIDES = ("review.overridden", "review.submitted")
 
 
-async def overrides_of(conn: AsyncConnection, mission_id: str) -> Sequence[RowMapping]:
+async def overrides_of(conn: AsyncConnection, mission_id: str) -> list[tuple[str, str]]:
     """Reviews of the mission's work made by an override (a gate out of rounds, or its reviewer rule): the audit
-    rows of its evidence packs (ix_audit_log_entity_kind_entity_id_id) whose `after` names an override_reason."""
+    rows of its evidence packs (ix_audit_log_entity_kind_entity_id_id) whose `after` names an override_reason,
+    as (task_id, override_reason)."""
     packs, tasks, log = t.evidence_packs, t.tasks, t.audit_log
     query = (
-        select(packs.c.task_id, log.c.action, log.c.after)
+        select(packs.c.task_id, log.c.after)
         .select_from(tasks)
         .join(packs, packs.c.task_id == tasks.c.id)
         .join(log, (log.c.entity_kind == "EvidencePack") & (log.c.entity_id == packs.c.id))
         .where(tasks.c.mission_id == mission_id, log.c.action.in_(OVERRIDES))
         .order_by(log.c.id)
     )
-    rows = (await conn.execute(query)).mappings().all()
-    return [row for row in rows if isinstance(row["after"], dict) and row["after"].get("override_reason")]
+    return [
+        (task_id, str(after["override_reason"]))
+        for task_id, after in await conn.execute(query)
+        if isinstance(after, dict) and after.get("override_reason")
+    ]
 
 
 class SpentMission(Record, Budgeted):

@@ -283,6 +283,14 @@ class Token(Record):
 # --- missions --------------------------------------------------------------------------------
 
 
+class Spending(Frozen):
+    """What runs reported spending, summed in SQL (server/db/outcomes.py spending)."""
+
+    tokens: float
+    cost_usd: float
+    duration_seconds: float
+
+
 class Budgeted(Frozen):
     """A mission's budget (None: no limit) and what its runs reported spending (DESIGN section 17). No field
     has a default, here and in the records below that a statement's own columns fill: a column the statement
@@ -317,3 +325,41 @@ class HeldBack(Record, Budgeted):
     id: str
     title: str
     waiting: int  # its queued tasks
+
+
+# --- a mission's page ----------------------------------------------------------------------
+
+
+class Phase(Record):
+    index: int
+    name: str
+    remaining: int  # its tasks not yet approved
+
+
+class MissionTaskRow(Record):
+    """A mission's task as its page and its outcome read it (db/missions tasks_of)."""
+
+    id: TaskId
+    phase: int
+    status: str
+    objective: str
+    approved_at: datetime | None
+    result: JsonObject | None
+    error: str | None
+
+
+class PhasedTask(Record):
+    """A task a new task of the mission would wait for: its phase, and whether it was approved."""
+
+    id: TaskId
+    phase: int
+    approved_at: datetime | None
+
+
+class FlaggedRun(Record):
+    """A mission's run flagged for a person, still running or awaiting review."""
+
+    id: RunId
+    task_id: TaskId
+    status: str
+    objective: str

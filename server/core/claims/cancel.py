@@ -102,8 +102,8 @@ async def cancel_mission(core: Core, actor: Actor, mission_id: str, reason: str)
         tasks = await q.tasks_of(conn, mission_id, 10_000)
         cancelled = 0
         for task in tasks:
-            if task["status"] in TASK_OPEN:
-                await cancel_in(conn, actor, task["id"], reason, ts)
+            if task.status in TASK_OPEN:
+                await cancel_in(conn, actor, task.id, reason, ts)
                 cancelled += 1
         if not await q.cancel(conn, mission_id, reason, ts):
             raise invalid(f"Mission {mission_id} ended while cancelling.", "Nothing was changed; look again.")

@@ -53,17 +53,17 @@ async def place(
     if index == len(phases):
         await q.add_phase(conn, mission_id, index, f"Phase {index + 1}")
     waits = await q.dependencies_in(conn, mission_id, list(depends_on))
-    foreign = sorted(set(depends_on) - {str(row["id"]) for row in waits})
+    foreign = sorted(set(depends_on) - {row.id for row in waits})
     if foreign:
         raise invalid(
             f"depends_on names task(s) that are not tasks of mission {mission_id}: {', '.join(foreign)}.",
             "Depend only on tasks of the same mission.",
         )
-    later = [str(row["id"]) for row in waits if row["phase"] > index]
+    later = [row.id for row in waits if row.phase > index]
     if later:
         raise invalid(f"depends_on names task(s) of a later phase: {', '.join(later)}.", "It could never start.")
-    unapproved = sum(row["approved_at"] is None for row in waits)
-    earlier_done = all(row["remaining"] == 0 for row in phases[:index])
+    unapproved = sum(row.approved_at is None for row in waits)
+    earlier_done = all(phase.remaining == 0 for phase in phases[:index])
     start(task, mission_id, index, unapproved=unapproved, earlier_phases_done=earlier_done)
     reblocked = await q.reopen(conn, mission_id, index) if index < len(phases) - 1 else []
     await q.count_in(conn, mission_id, index)

@@ -15,13 +15,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.core import results as r
-from server.core.views import Row
 from server.db import outcomes as outcome_rows
-from server.db.records import Mission
+from server.db.records import FlaggedRun, JsonObject, Mission, MissionTaskRow
 from server.vocab import TASK_ENDED_UNAPPROVED, MissionStatus, TaskStatus
 
 FILES_SHOWN = 500
@@ -31,7 +29,7 @@ SUMMARY_CHARS = 2000
 def outcome_of(
     mission: Mission,
     tasks: Sequence[r.MissionTask],
-    humans: Sequence[Row],
+    humans: Sequence[FlaggedRun],
     budget_spent: bool,
 ) -> r.Outcome | None:
     """The mission's outcome, or None while it can still move by itself."""
@@ -42,7 +40,7 @@ def outcome_of(
     open_tasks = [task for task in tasks if not task.approved and task.status not in TASK_ENDED_UNAPPROVED]
     if not open_tasks:
         return "completed_with_failures" if tasks else None
-    flagged = {str(run["task_id"]) for run in humans}
+    flagged = {run.task_id for run in humans}
     for task in open_tasks:
         if task.status == TaskStatus.QUEUED and not budget_spent:
             return None
@@ -58,43 +56,42 @@ async def describe(
     conn: AsyncConnection,
     outcome: r.Outcome,
     mission: Mission,
-    rows: Sequence[Row],
+    rows: Sequence[MissionTaskRow],
     blockers: Sequence[r.Blocker],
     spent: r.Spent,
-    sums: Row,
+    last_ended: datetime | None,
 ) -> r.MissionOutcome:
     """The outcome's page: achieved, limitations, files changed (from the approved runs' verified changes), cost
     and duration (to its end; for a mission that stopped without ending, to the end of its last run)."""
-    approved = [row for row in rows if row["approved_at"] is not None]
+    approved = [row for row in rows if row.approved_at is not None]
     achieved = [
         r.TaskAchieved(
-            task_id=str(row["id"]),
-            objective=_clip(row["objective"], 200),
-            summary=_clip(str((row["result"] or {}).get("summary") or ""), SUMMARY_CHARS) or None,
+            task_id=row.id,
+            objective=_clip(row.objective, 200),
+            summary=_clip(str((row.result or {}).get("summary") or ""), SUMMARY_CHARS) or None,
         )
         for row in approved
     ]
     limitations = [
         r.TaskLimitation(
-            task_id=str(row["id"]),
-            kind="failed" if row["status"] == TaskStatus.FAILED else "cancelled",
-            reason=_clip(f"{_clip(row['objective'], 80)}: {row['error'] or row['status']}", 400),
+            task_id=row.id,
+            kind="failed" if row.status == TaskStatus.FAILED else "cancelled",
+            reason=_clip(f"{_clip(row.objective, 80)}: {row.error or row.status}", 400),
         )
         for row in rows
-        if row["status"] in TASK_ENDED_UNAPPROVED and row["approved_at"] is None
+        if row.status in TASK_ENDED_UNAPPROVED and row.approved_at is None
     ]
     limitations += [
         r.TaskLimitation(task_id=b.task_id, kind="blocker", reason=f"{b.reason}. {b.action}")
         for b in blockers
         if b.kind not in ("failed", "cancelled")
     ]
-    for row in await outcome_rows.overrides_of(conn, mission.id):
-        reason = row["after"]["override_reason"]
+    for task_id, reason in await outcome_rows.overrides_of(conn, mission.id):
         why = _clip(f"approved by override: {reason}", 400)
-        limitations.append(r.TaskLimitation(task_id=str(row["task_id"]), kind="override", reason=why))
-    run_ids = [str(row["result"]["run_id"]) for row in approved if (row["result"] or {}).get("run_id")]
+        limitations.append(r.TaskLimitation(task_id=task_id, kind="override", reason=why))
+    run_ids = [str(run_id) for row in approved if (run_id := (row.result or {}).get("run_id"))]
     files, truncated = _union(await outcome_rows.files_changed_of(conn, run_ids))
-    end = mission.completed_at or sums["last_ended"] or datetime.now(UTC)
+    end = mission.completed_at or last_ended or datetime.now(UTC)
     return r.MissionOutcome(
         outcome=outcome,
         achieved=achieved,
@@ -106,12 +103,12 @@ async def describe(
     )
 
 
-def _union(runs: Sequence[RowMapping]) -> tuple[list[r.MissionFile], bool]:
+def _union(runs: Sequence[tuple[str, JsonObject | None]]) -> tuple[list[r.MissionFile], bool]:
     """Every path the runs changed, once: lines added and removed summed, the latest status, the tasks."""
     found: dict[str, r.MissionFile] = {}
     truncated = False
-    for run in runs:
-        changed = run["files_changed"] or {}
+    for task_id, stored in runs:
+        changed = stored or {}  # JSON null
         truncated = truncated or bool(changed.get("truncated"))
         for item in changed.get("files") or []:
             path = str(item.get("path", ""))
@@ -124,8 +121,8 @@ def _union(runs: Sequence[RowMapping]) -> tuple[list[r.MissionFile], bool]:
             seen.status = str(item.get("status", seen.status))
             seen.added += int(item.get("added") or 0)
             seen.removed += int(item.get("removed") or 0)
-            if run["task_id"] not in seen.tasks:
-                seen.tasks.append(str(run["task_id"]))
+            if task_id not in seen.tasks:
+                seen.tasks.append(task_id)
     return sorted(found.values(), key=lambda f: f.path), truncated
 
 

@@ -268,7 +268,7 @@ async def _duplicate(conn: AsyncConnection, existing: Mission, request_hash: str
     return r.MissionCreated(
         mission_id=existing.id,
         status=existing.status,
-        tasks=[r.MissionTaskCreated(key=None, task_id=t["id"], phase=t["phase"], status=t["status"]) for t in tasks],
+        tasks=[r.MissionTaskCreated(key=None, task_id=t.id, phase=t.phase, status=t.status) for t in tasks],
         duplicate=True,
     )
 

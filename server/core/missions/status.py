@@ -7,8 +7,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import RowMapping
-
 from server.core import results as r
 from server.core import views
 from server.core.missions import budget, outcomes
@@ -17,7 +15,7 @@ from server.core.models import check_text, parse_enum, parse_id, parse_moment
 from server.core.service import Core, check_limit, encode_cursor, time_id_after
 from server.db import missions as q
 from server.db import outcomes as outcome_rows
-from server.db.records import Mission
+from server.db.records import FlaggedRun, Mission, MissionTaskRow, Phase
 from server.errors import invalid
 from server.vocab import TASK_ENDED_UNAPPROVED, EventKind, MissionStatus, PhaseStatus, ReviewState, TaskStatus
 
@@ -53,7 +51,7 @@ async def get_mission(
             raise mission_not_found(mission_id)
         phases = await q.phases_of(conn, mission_id)
         tasks = await q.tasks_of(conn, mission_id, 10_000)
-        deps = await q.dependencies_of(conn, [task["id"] for task in tasks])
+        deps = await q.dependencies_of(conn, [task.id for task in tasks])
         decisions = await q.decisions_of(conn, mission_id, DECISIONS_SHOWN, after, agent)
         noted = (
             await q.decisions_of(conn, mission_id, MILESTONES_SHOWN, after, agent, EventKind.MILESTONE)
@@ -65,8 +63,8 @@ async def get_mission(
         tally = await q.review_tally(conn, mission_id)
         sums = await outcome_rows.spent_of(conn, mission_id)
         depends: dict[str, list[str]] = {}
-        for row in deps:
-            depends.setdefault(str(row["task_id"]), []).append(str(row["depends_on"]))
+        for task_id, depends_on in deps:
+            depends.setdefault(task_id, []).append(depends_on)
         shown = [_task(task, depends) for task in tasks]
         held = budget.is_spent(mission)
         blockers = _blockers(shown, humans)
@@ -74,8 +72,10 @@ async def get_mission(
             blockers.append(_budget_blocker(mission, shown))
         ended = outcomes.outcome_of(mission, shown, humans, held)
         spent = views.spent(sums)
-        outcome = await outcomes.describe(conn, ended, mission, tasks, blockers, spent, sums) if ended else None
-    if phase is not None and not any(p["index"] == phase for p in phases):
+        outcome = (
+            await outcomes.describe(conn, ended, mission, tasks, blockers, spent, sums.last_ended) if ended else None
+        )
+    if phase is not None and not any(p.index == phase for p in phases):
         raise invalid(f"Mission {mission_id} has no phase {phase}.", f"Phases run 0..{len(phases) - 1}.")
     return r.MissionView(
         mission=budget.detail(mission),
@@ -100,23 +100,23 @@ def _budget_blocker(mission: Mission, tasks: Sequence[r.MissionTask]) -> r.Block
     )
 
 
-def _task(task: RowMapping, depends: Mapping[str, list[str]]) -> r.MissionTask:
+def _task(task: MissionTaskRow, depends: Mapping[str, list[str]]) -> r.MissionTask:
     return r.MissionTask.model_validate(
-        {**task, "approved": task["approved_at"] is not None, "depends_on": depends.get(task["id"], [])}
+        {**task.columns(), "approved": task.approved_at is not None, "depends_on": depends.get(task.id, [])}
     )
 
 
 def _progress(
-    mission: Mission, tasks: Sequence[r.MissionTask], milestones: Sequence[Any], tally: Sequence[RowMapping]
+    mission: Mission, tasks: Sequence[r.MissionTask], milestones: Sequence[Any], tally: Sequence[tuple[str, str, int]]
 ) -> r.MissionProgress:
     approved = sum(task.approved for task in tasks)
     end = mission.completed_at or datetime.now(UTC)
     verdicts: Counter[str] = Counter()
     rounds = 0
-    for row in tally:
-        verdicts[str(row["verdict"])] += int(row["n"])
-        if row["review_state"] == ReviewState.NEEDS_CHANGES:
-            rounds += int(row["n"])
+    for verdict, state, n in tally:
+        verdicts[str(verdict)] += n
+        if state == ReviewState.NEEDS_CHANGES:
+            rounds += n
     return r.MissionProgress(
         total=len(tasks),
         approved=approved,
@@ -129,11 +129,11 @@ def _progress(
     )
 
 
-def _phases(phases: Sequence[RowMapping], tasks: Sequence[r.MissionTask]) -> list[r.PhaseView]:
+def _phases(phases: Sequence[Phase], tasks: Sequence[r.MissionTask]) -> list[r.PhaseView]:
     views = []
     open_seen = False
     for phase in phases:
-        mine = [task for task in tasks if task.phase == phase["index"]]
+        mine = [task for task in tasks if task.phase == phase.index]
         approved = sum(task.approved for task in mine)
         if approved == len(mine):
             status = PhaseStatus.DONE
@@ -141,13 +141,11 @@ def _phases(phases: Sequence[RowMapping], tasks: Sequence[r.MissionTask]) -> lis
             status, open_seen = PhaseStatus.ACTIVE, True
         else:
             status = PhaseStatus.PENDING
-        views.append(
-            r.PhaseView(index=phase["index"], name=phase["name"], status=status, total=len(mine), approved=approved)
-        )
+        views.append(r.PhaseView(index=phase.index, name=phase.name, status=status, total=len(mine), approved=approved))
     return views
 
 
-def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> list[r.Blocker]:
+def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[FlaggedRun]) -> list[r.Blocker]:
     """What keeps the mission from finishing by itself, each with the action that lifts it."""
     by_id = {task.task_id: task for task in tasks}
     blockers = []
@@ -179,9 +177,9 @@ def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[RowMapping]) -> l
     for run in humans:
         blockers.append(
             r.Blocker(
-                task_id=str(run["task_id"]),
+                task_id=run.task_id,
                 kind="human",
-                reason=f"run {run['id']} reported a blocker only a person can lift",
+                reason=f"run {run.id} reported a blocker only a person can lift",
                 action="A person reviews the run (jct_submit_review, or the dashboard) and answers the blocker.",
             )
         )

@@ -193,7 +193,7 @@ async def list_agents(
                 last_seen=max(seen) if seen else None,
                 done=row.done,
                 failed=row.failed,
-                spent=r.Spent(tokens=row.tokens, cost_usd=row.cost_usd, duration_seconds=row.duration_seconds),
+                spent=views.spent(row),
             )
         )
     agents.sort(key=lambda agent: agent.last_seen or datetime.min.replace(tzinfo=UTC), reverse=True)
