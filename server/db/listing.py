@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
-from server.db.records import ReviewedRun
+from server.db.records import ReviewedRun, Task
 from server.db.types import UTCDateTime
 
 # --- the queue listing ---------------------------------------------------------------------
@@ -248,7 +248,7 @@ async def run_number(conn: AsyncConnection, task_id: str, started_at: datetime, 
 # --- briefings -----------------------------------------------------------------------------
 
 
-async def tasks_of_issue(conn: AsyncConnection, issue_id: str, limit: int) -> Sequence[RowMapping]:
+async def tasks_of_issue(conn: AsyncConnection, issue_id: str, limit: int) -> list[Task]:
     """An issue's tasks, newest first (ix_tasks_issue_id)."""
     tasks = t.tasks
     query = (
@@ -257,23 +257,23 @@ async def tasks_of_issue(conn: AsyncConnection, issue_id: str, limit: int) -> Se
         .order_by(tasks.c.queued_at.desc(), tasks.c.id.desc())
         .limit(limit)
     )
-    return (await conn.execute(query)).mappings().all()
+    return [Task.of(row) for row in (await conn.execute(query)).mappings()]
 
 
-async def feedback_of_issue(conn: AsyncConnection, issue_id: str, limit: int) -> Sequence[RowMapping]:
-    """The review_feedback of the newest `limit` briefing versions, oldest first (uq_context_packets_issue_id_version).
+async def feedback_of_issue(conn: AsyncConnection, issue_id: str, limit: int) -> list[list[Any]]:
+    """The review_feedback lists of the newest `limit` briefing versions, oldest first
+    (uq_context_packets_issue_id_version).
 
     Each version normally carries all feedback so far; reading every version also keeps feedback a
     version dropped."""
     packets = t.context_packets
     query = (
-        select(packets.c.version, packets.c.review_feedback)
+        select(packets.c.review_feedback)
         .where(packets.c.issue_id == issue_id)
         .order_by(packets.c.version.desc())
         .limit(limit)
     )
-    rows: Sequence[RowMapping] = (await conn.execute(query)).mappings().all()
-    return list(reversed(rows))
+    return [feedback or [] for (feedback,) in reversed((await conn.execute(query)).all())]
 
 
 # --- completions ---------------------------------------------------------------------------

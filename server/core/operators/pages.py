@@ -22,7 +22,7 @@ from server.core.models import parse_id, parse_run_id
 from server.core.review import gates, manifest
 from server.core.service import Core
 from server.db import integrations, listing, queries
-from server.db.records import EvidencePack, ReviewedRun, Step
+from server.db.records import EvidencePack, ReviewedRun
 from server.errors import ErrorCode, JctError, not_found
 
 RUNS_SHOWN = 10
@@ -161,12 +161,12 @@ async def task_page(core: Core, task_id: str) -> TaskPage:
     )
 
 
-def _feedback(rows: list[RowMapping]) -> list[results.ReviewFeedback]:
+def _feedback(versions: list[list[Any]]) -> list[results.ReviewFeedback]:
     """Every version's review_feedback, each round once, oldest first."""
     seen: set[tuple[str | None, str, str]] = set()
     feedback: list[results.ReviewFeedback] = []
-    for row in rows:
-        for item in row["review_feedback"] or []:
+    for version in versions:
+        for item in version:
             try:
                 parsed = results.ReviewFeedback.model_validate(item)
             except ValidationError:
@@ -187,10 +187,10 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
         tasks = await listing.tasks_of_issue(conn, issue_id, ISSUE_TASKS_SHOWN)
         packet = await queries.latest_context_packet(conn, issue_id)
         feedback = await listing.feedback_of_issue(conn, issue_id, FEEDBACK_VERSIONS)
-        runs = await listing.runs_of_tasks(conn, [task["id"] for task in tasks], ISSUE_RUNS_SHOWN)
+        runs = await listing.runs_of_tasks(conn, [task.id for task in tasks], ISSUE_RUNS_SHOWN)
         latest = tasks[0] if tasks else None
-        doctrine_refs = await doctrine.for_issue(conn, issue_id, latest["target_repo"] if latest else None)
-        snapshot_id = latest["constraint_snapshot_id"] if latest is not None else None
+        doctrine_refs = await doctrine.for_issue(conn, issue_id, latest.target_repo if latest else None)
+        snapshot_id = latest.constraint_snapshot_id if latest is not None else None
         snapshot = await queries.get_constraint_snapshot(conn, snapshot_id) if snapshot_id else None
     rounds = core.settings.max_review_rounds
     return IssueBrief(
@@ -198,12 +198,12 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
         tasks=[views.task_detail(task) for task in tasks],
         runs=[run_line(row) for row in runs],
         packet=views.context_packet(packet),
-        feedback=_feedback(list(feedback)),
-        constraints=views.constraints(snapshot, latest["time_budget_seconds"]) if latest is not None else None,
+        feedback=_feedback(feedback),
+        constraints=views.constraints(snapshot, latest.time_budget_seconds) if latest is not None else None,
         doctrine=doctrine_refs,
         review_round=(
-            gates.round_of(latest["review_rounds"], gates.gate_of(Step.maybe(latest["step"]), rounds))
-            if latest is not None and latest["review_rounds"]
+            gates.round_of(latest.review_rounds, gates.gate_of(latest.step, rounds))
+            if latest is not None and latest.review_rounds
             else None
         ),
     )
