@@ -119,38 +119,29 @@ def thaw(pid: int) -> None:
     os.kill(pid, signal.SIGCONT)
 
 
-async def test_a_killed_stdio_server_s_claim_comes_back_after_the_short_lease(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
+@pytest.mark.parametrize("loss", ["killed", "frozen"])
+async def test_a_lost_stdio_server_s_claim_comes_back_after_the_short_lease(
+    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings], loss: str
 ) -> None:
     with anyio.fail_after(LIMIT):
         async with stdio_claim(make_settings(), database_url, tmp_path) as (server, agent, claimed):
             task_id = claimed["task_id"]
             assert agent.server_pid is not None
-            os.kill(agent.server_pid, signal.SIGKILL)
-            async with Client(server.mcp_url, mode=MODERN) as other:
-                await claim_back(other, task_id)
-    run = await run_of(make_settings(), claimed["run_id"])
-    assert run["status"] == "expired"
-
-
-async def test_a_frozen_stdio_server_s_claim_comes_back_and_thawing_it_revives_nothing(
-    database_url: str, tmp_path: Path, make_settings: Callable[..., Settings]
-) -> None:
-    with anyio.fail_after(LIMIT):
-        async with stdio_claim(make_settings(), database_url, tmp_path) as (server, agent, claimed):
-            task_id = claimed["task_id"]
-            assert agent.server_pid is not None
-            freeze(agent.server_pid)
+            if loss == "killed":
+                os.kill(agent.server_pid, signal.SIGKILL)
+            else:
+                freeze(agent.server_pid)
             async with Client(server.mcp_url, mode=MODERN) as other:
                 again = await claim_back(other, task_id)
-                thaw(agent.server_pid)
-                await anyio.sleep(3 * LIVE_LEASE)  # its renewal runs again, several times
-                await late_call_refused(agent, task_id)
-                # The new claimant's run is untouched: it completes.
-                done = await call(
-                    other, "jct_complete_task", task_id=task_id, run_id=again["run_id"], success=True, summary="Done."
-                )
-                assert done["success"] is True
+                if loss == "frozen":
+                    # Thawing it revives nothing.
+                    thaw(agent.server_pid)
+                    await anyio.sleep(3 * LIVE_LEASE)  # its renewal runs again, several times
+                    await late_call_refused(agent, task_id)
+                    # The new claimant's run is untouched: it completes.
+                    finish = {"task_id": task_id, "run_id": again["run_id"], "success": True, "summary": "Done."}
+                    done = await call(other, "jct_complete_task", **finish)
+                    assert done["success"] is True
     run = await run_of(make_settings(), claimed["run_id"])
     assert run["status"] == "expired"
 
