@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
-from server.db.records import EvidencePack, Run, Task
+from server.db.records import Artifact, EvidencePack, Run, Task
 from server.vocab import TASK_OPEN, ReviewState, RunStatus
 
 Values = Mapping[str, Any]
@@ -235,13 +235,14 @@ async def count_expired_leases(conn: AsyncConnection, now: ColumnElement[datetim
 # --- artifacts and evidence --------------------------------------------------------------
 
 
-async def get_artifact(conn: AsyncConnection, artifact_id: str) -> RowMapping | None:
-    return (await conn.execute(select(t.artifacts).where(t.artifacts.c.id == artifact_id))).mappings().first()
+async def get_artifact(conn: AsyncConnection, artifact_id: str) -> Artifact | None:
+    query = select(t.artifacts).where(t.artifacts.c.id == artifact_id)
+    return Artifact.maybe((await conn.execute(query)).mappings().first())
 
 
-async def artifacts_of_run(conn: AsyncConnection, run_id: str) -> Sequence[RowMapping]:
+async def artifacts_of_run(conn: AsyncConnection, run_id: str) -> list[Artifact]:
     query = select(t.artifacts).where(t.artifacts.c.run_id == run_id).order_by(t.artifacts.c.created_at)
-    return (await conn.execute(query)).mappings().all()
+    return [Artifact.of(row) for row in (await conn.execute(query)).mappings()]
 
 
 async def get_evidence_pack(conn: AsyncConnection, pack_id: str) -> EvidencePack | None:

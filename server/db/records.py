@@ -230,6 +230,25 @@ class RequeuedTask(Record):
     issue_id: IssueId | None = None
 
 
+class Reported(Record):
+    """An artifact as a completion reads it: the prover's input and the trace manifest's entry."""
+
+    id: str
+    type: str
+    title: str
+    stored: bool  # its content is in JCT's trace store, at `uri` within it
+    uri: str
+    media_type: str
+    size_bytes: int | None
+    sha256: str | None
+
+
+class Artifact(Reported):
+    run_id: RunId
+    task_id: TaskId
+    created_at: datetime
+
+
 class EvidencePack(Record):
     id: EvidencePackId
     run_id: RunId

@@ -159,9 +159,9 @@ async def get_artifact(
             ErrorCode.ARTIFACT_NOT_FOUND, "Artifact", artifact_id, "Use jct_get_run to list a run's artifacts."
         )
     view = views.artifact(row)
-    if not row["stored"]:
+    if not row.stored:
         return results.ArtifactContent(artifact=view, offset=0, total_chars=0, truncated=False)
-    text, total, more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], offset, max_chars)
+    text, total, more = await anyio.to_thread.run_sync(core.store.read_text, row.uri, offset, max_chars)
     if more:
         rest = total - offset - len(text)
         text += f"\n[... truncated: {rest} more characters; call again with offset={offset + len(text)}]"

@@ -22,7 +22,7 @@ from server.core.models import parse_id, parse_run_id
 from server.core.review import gates, manifest
 from server.core.service import Core
 from server.db import integrations, listing, queries
-from server.db.records import EvidencePack, ReviewedRun
+from server.db.records import Artifact, EvidencePack, ReviewedRun
 from server.errors import ErrorCode, JctError, not_found
 
 RUNS_SHOWN = 10
@@ -244,7 +244,7 @@ async def evidence_page(core: Core, pack_id: str) -> EvidencePage:
         files_changed=read.files_changed,
         run_summary=read.run_summary,
         executor=read.executor,
-        artifact_titles={a["id"]: a["title"] for a in read.artifacts},
+        artifact_titles={a.id: a.title for a in read.artifacts},
         review=review_of(read.decision),
     )
 
@@ -255,7 +255,7 @@ class _PackRead:
     objective: str
     run_summary: str | None
     executor: Mapping[str, Any]
-    artifacts: Sequence[RowMapping]
+    artifacts: Sequence[Artifact]
     decision: RowMapping | None
     files_changed: Mapping[str, Any] | None = None
 
@@ -290,11 +290,11 @@ async def artifact_content(core: Core, artifact_id: str) -> tuple[results.Artifa
     if row is None:
         raise _missing(ErrorCode.ARTIFACT_NOT_FOUND, "Artifact", artifact_id)
     view = views.artifact(row)
-    if not row["stored"]:
+    if not row.stored:
         return view, None, 0
     text: str
     total: int
-    text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, ARTIFACT_CHARS)
+    text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row.uri, 0, ARTIFACT_CHARS)
     return view, text, total
 
 
@@ -304,8 +304,8 @@ async def pack_state(core: Core, pack_id: str, diff_chars: int) -> PackState:
     diffs = []
     budget = diff_chars
     for row in read.artifacts:
-        if row["stored"] and row["type"] == "code_patch" and budget > 0:
-            text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row["uri"], 0, budget)
+        if row.stored and row.type == "code_patch" and budget > 0:
+            text, total, _more = await anyio.to_thread.run_sync(core.store.read_text, row.uri, 0, budget)
             diffs.append(Diff(artifact=views.artifact(row), text=text, total_chars=total))
             budget -= len(text)
     decision = read.decision

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -24,7 +24,7 @@ from server.core.service import Core
 from server.core.text import parse_json, storable
 from server.db import changes, queries
 from server.db.leases import Fence
-from server.db.records import Run, Step, Task
+from server.db.records import Artifact, Reported, Run, Step, Task
 from server.errors import ErrorCode, JctError, invalid
 from server.vocab import ArtifactType
 
@@ -191,7 +191,7 @@ async def _read_change(core: Core, fence: Fence) -> ReadChange:
         rows = await queries.artifacts_of_run(conn, run.id)
     if run.workspace:
         return await _read_workspace(core, task, run)
-    commits = [a for a in rows if a["type"] == ArtifactType.COMMIT and a["stored"]]
+    commits = [a for a in rows if a.type == ArtifactType.COMMIT and a.stored]
     heads = await anyio.to_thread.run_sync(_commit_ids, core, commits)
     try:
         change = await verified.change_of_run(core, task, run, heads)
@@ -223,22 +223,22 @@ async def _read_workspace(core: Core, task: Task, run: Run) -> ReadChange:
         return ReadChange(verifiable=True, note=exc.message)
 
 
-def _commit_ids(core: Core, rows: list[Any]) -> tuple[str, ...]:
+def _commit_ids(core: Core, rows: list[Artifact]) -> tuple[str, ...]:
     """The commit ids verified commit artifacts hold (JCT stored the full id at report)."""
     ids = []
     for row in rows:
-        text, _total, _more = core.store.read_text(row["uri"], 0, 200)
+        text, _total, _more = core.store.read_text(row.uri, 0, 200)
         if gitcli.SHA.match(text.strip()):
             ids.append(text.strip())
     return tuple(ids)
 
 
-def _prover_artifact(core: Core, row: Mapping[str, Any], json_titles: Collection[str] = ()) -> prover.ProverArtifact:
+def _prover_artifact(core: Core, row: Reported, json_titles: Collection[str] = ()) -> prover.ProverArtifact:
     """Called off the event loop: it reads stored content (diffs, logs, and JSON outputs)."""
     content = None
-    if row["stored"] and (row["type"] in PROVED_CONTENT or row["title"] in json_titles):
-        content, _total, _more = core.store.read_text(row["uri"], 0, core.settings.max_artifact_bytes)
-    return prover.ProverArtifact(id=row["id"], type=row["type"], title=row["title"], content=content)
+    if row.stored and (row.type in PROVED_CONTENT or row.title in json_titles):
+        content, _total, _more = core.store.read_text(row.uri, 0, core.settings.max_artifact_bytes)
+    return prover.ProverArtifact(id=row.id, type=row.type, title=row.title, content=content)
 
 
 async def _recorded_outcome(core: Core, conn: AsyncConnection, fence: Fence) -> results.Completion | None:

@@ -7,7 +7,7 @@ database. The run's page (jct://runs/{id}) serves it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,7 @@ import anyio
 from server.core import results
 from server.core.service import Core
 from server.db import changes, queries
-from server.db.records import Run
+from server.db.records import Reported, Run
 from server.uris import artifact as artifact_uri
 
 log = logging.getLogger(__name__)
@@ -27,27 +27,27 @@ VERSION = 1
 def build(
     core: Core,
     run: Run,
-    artifacts: Sequence[Mapping[Any, Any]],
+    artifacts: Sequence[Reported],
     *,
     run_status: str,
     ended_at: datetime | None,
     evidence_pack_id: str | None,
     verdict: str | None,
 ) -> dict[str, Any]:
-    """`artifacts`: their changes.ARTIFACT_FIELDS, oldest first."""
+    """`artifacts`: oldest first."""
     run_id = run.id
     entries = []
     for row in artifacts:
         entries.append(
             {
-                "id": row["id"],
-                "title": row["title"],
-                "type": row["type"],
-                "media_type": row["media_type"],
-                "uri": artifact_uri(row["id"]) if row["stored"] else row["uri"],
-                "file": core.store.file_in_run(run_id, row["uri"]) if row["stored"] else None,
-                "size_bytes": row["size_bytes"],
-                "sha256": row["sha256"],
+                "id": row.id,
+                "title": row.title,
+                "type": row.type,
+                "media_type": row.media_type,
+                "uri": artifact_uri(row.id) if row.stored else row.uri,
+                "file": core.store.file_in_run(run_id, row.uri) if row.stored else None,
+                "size_bytes": row.size_bytes,
+                "sha256": row.sha256,
             }
         )
     return {

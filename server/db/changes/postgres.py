@@ -46,7 +46,7 @@ from server.db.changes.writes import (
     Values,
 )
 from server.db.leases import Fence
-from server.db.records import CompletingTask, Run
+from server.db.records import CompletingTask, Reported, Run
 from server.db.types import UTCDateTime
 
 
@@ -115,7 +115,7 @@ async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpd
         mission_id=task.mission_id,
         task=task,
         acceptance_criteria=tuple(row["acceptance_criteria"] or ()),
-        artifacts=tuple(row["artifacts"]),
+        artifacts=tuple(map(Reported.of, row["artifacts"])),
         now=row["fence_now"],
     )
 

@@ -22,7 +22,7 @@ from server.db.changes.writes import (
     Spend,
 )
 from server.db.leases import Fence
-from server.db.records import CompletingTask, Run
+from server.db.records import CompletingTask, Reported, Run
 
 # Adds a report's spending to its mission's sums (the Spend write) on SQLite.
 _SPEND_SQLITE = (
@@ -99,6 +99,6 @@ def _facts_sqlite(db: sqlite3.Connection, task_id: str, run: dict[str, Any], now
         task.mission_id,
         task=task,
         acceptance_criteria=criteria,
-        artifacts=tuple(artifacts),
+        artifacts=tuple(map(Reported.of, artifacts)),
         now=now,
     )

@@ -16,7 +16,7 @@ from sqlalchemy import (
 
 from server.db import missions, queries
 from server.db import tables as t
-from server.db.records import CompletingTask, Run
+from server.db.records import CompletingTask, Reported, Run
 from server.db.types import UTCDateTime
 
 __all__ = [
@@ -50,7 +50,7 @@ R = TypeVar("R")
 
 # What a completion reads of its task and of the run's artifacts (the prover's input, and the trace manifest's).
 TASK_FIELDS = tuple(CompletingTask.model_fields)
-ARTIFACT_FIELDS = ("id", "type", "title", "stored", "uri", "media_type", "size_bytes", "sha256")
+ARTIFACT_FIELDS = tuple(Reported.model_fields)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Facts:
     # For a completion: its task (TASK_FIELDS).
     task: CompletingTask | None = None
     acceptance_criteria: tuple[str, ...] = ()
-    artifacts: tuple[dict[str, Any], ...] = ()
+    artifacts: tuple[Reported, ...] = ()
     # For a completion: the clock the fence read (the database's on PostgreSQL, the server's on SQLite), read
     # once at the start of the transaction; `clock()` writes it, so a row and what is told of it agree.
     now: datetime | None = None
