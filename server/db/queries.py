@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import tables as t
-from server.db.records import Artifact, EvidencePack, Run, Task
+from server.db.records import Artifact, EvidencePack, ReviewDecision, Run, Task
 from server.vocab import TASK_OPEN, ReviewState, RunStatus
 
 Values = Mapping[str, Any]
@@ -290,9 +290,9 @@ async def insert_review_decision(conn: AsyncConnection, values: Values) -> None:
     await conn.execute(insert(t.review_decisions).values(values))
 
 
-async def review_decision_for_pack(conn: AsyncConnection, pack_id: str) -> RowMapping | None:
+async def review_decision_for_pack(conn: AsyncConnection, pack_id: str) -> ReviewDecision | None:
     query = select(t.review_decisions).where(t.review_decisions.c.evidence_pack_id == pack_id)
-    return (await conn.execute(query)).mappings().first()
+    return ReviewDecision.maybe((await conn.execute(query)).mappings().first())
 
 
 async def pending_reviews(

@@ -230,6 +230,18 @@ class RequeuedTask(Record):
     issue_id: IssueId | None = None
 
 
+class ReviewDecision(Record):
+    """A review's decision on an evidence pack: `reviewer` is {actor_id, ...} (the review policy's for an
+    automatic approval)."""
+
+    id: str
+    evidence_pack_id: EvidencePackId
+    decision: str
+    reason: str
+    reviewer: JsonObject | None
+    created_at: datetime
+
+
 class Reported(Record):
     """An artifact as a completion reads it: the prover's input and the trace manifest's entry."""
 

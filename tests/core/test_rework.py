@@ -62,7 +62,7 @@ async def state(core: Core, done: results.Completion) -> dict[str, Any]:
         "pack": pack.review_state,
         "rounds": task.review_rounds,
         "error": task.error,
-        "decision": None if decision is None else (decision["decision"], decision["reviewer"]["actor_id"]),
+        "decision": None if decision is None else (decision.decision, (decision.reviewer or {})["actor_id"]),
     }
 
 

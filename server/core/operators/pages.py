@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 from pydantic import ValidationError
-from sqlalchemy import RowMapping
 
 from server.core import results, views
 from server.core.briefings import doctrine
@@ -22,7 +21,7 @@ from server.core.models import parse_id, parse_run_id
 from server.core.review import gates, manifest
 from server.core.service import Core
 from server.db import integrations, listing, queries
-from server.db.records import Artifact, EvidencePack, ReviewedRun
+from server.db.records import Artifact, EvidencePack, ReviewDecision, ReviewedRun
 from server.errors import ErrorCode, JctError, not_found
 
 RUNS_SHOWN = 10
@@ -130,10 +129,10 @@ class PackState:
     diffs: Sequence[Diff] = ()
 
 
-def review_of(row: RowMapping | None) -> Review | None:
+def review_of(row: ReviewDecision | None) -> Review | None:
     if row is None:
         return None
-    return Review(decision=row["decision"], reason=row["reason"], reviewer=row["reviewer"] or {}, at=row["created_at"])
+    return Review(decision=row.decision, reason=row.reason, reviewer=row.reviewer or {}, at=row.created_at)
 
 
 def run_line(row: ReviewedRun) -> RunLine:
@@ -256,7 +255,7 @@ class _PackRead:
     run_summary: str | None
     executor: Mapping[str, Any]
     artifacts: Sequence[Artifact]
-    decision: RowMapping | None
+    decision: ReviewDecision | None
     files_changed: Mapping[str, Any] | None = None
 
 
@@ -315,7 +314,7 @@ async def pack_state(core: Core, pack_id: str, diff_chars: int) -> PackState:
         run_summary=read.run_summary,
         executor=read.executor,
         artifacts=[views.artifact(a) for a in read.artifacts],
-        decision=decision["decision"] if decision is not None else None,
-        decision_reason=decision["reason"] if decision is not None else None,
+        decision=decision.decision if decision is not None else None,
+        decision_reason=decision.reason if decision is not None else None,
         diffs=diffs,
     )

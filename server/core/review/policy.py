@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping
+from sqlalchemy import ColumnElement
 
 from server.core import results
 from server.core import telemetry as usage
@@ -21,7 +21,7 @@ from server.core.models import Actor, new_id
 from server.core.review import gates, prover
 from server.core.service import Core
 from server.db import changes
-from server.db.records import CompletingTask, EvidencePack, Run
+from server.db.records import CompletingTask, EvidencePack, ReviewDecision, Run
 from server.vocab import Decision, EntityKind, IssueStatus, ReviewState, RunStatus, TaskStatus
 
 POLICY = Actor(actor_id="review-policy", actor_kind="system", name="auto-approve")
@@ -264,15 +264,15 @@ def settle_completion(
     )
 
 
-def outcome_of(pack: EvidencePack, decision: RowMapping | None) -> results.ReviewOutcome:
+def outcome_of(pack: EvidencePack, decision: ReviewDecision | None) -> results.ReviewOutcome:
     state = pack.review_state
     if state == ReviewState.NOT_REQUIRED:
         return results.ReviewOutcome(status="not_required", message="The run failed; there is nothing to review.")
     if state == ReviewState.PENDING or decision is None:
         return results.ReviewOutcome(status="awaiting_manual_review", message="Awaiting a review decision.")
-    if decision["reviewer"].get("actor_id") == POLICY.actor_id:
-        return results.ReviewOutcome(status="auto_approved", review_id=decision["id"])
-    return results.ReviewOutcome(status=decision["decision"], review_id=decision["id"], message=decision["reason"])
+    if (decision.reviewer or {}).get("actor_id") == POLICY.actor_id:
+        return results.ReviewOutcome(status="auto_approved", review_id=decision.id)
+    return results.ReviewOutcome(status=decision.decision, review_id=decision.id, message=decision.reason)
 
 
 @dataclass(frozen=True)
