@@ -174,15 +174,10 @@ def _blockers(tasks: Sequence[r.MissionTask], humans: Sequence[FlaggedRun]) -> l
                         action="Requeue the dependency (an admin) or cancel the mission.",
                     )
                 )
+    answer = "A person reviews the run (jct_submit_review, or the dashboard) and answers the blocker."
     for run in humans:
-        blockers.append(
-            r.Blocker(
-                task_id=run.task_id,
-                kind="human",
-                reason=f"run {run.id} reported a blocker only a person can lift",
-                action="A person reviews the run (jct_submit_review, or the dashboard) and answers the blocker.",
-            )
-        )
+        reason = f"run {run.id} reported a blocker only a person can lift"
+        blockers.append(r.Blocker(task_id=run.task_id, kind="human", reason=reason, action=answer))
     return blockers
 
 

@@ -256,23 +256,19 @@ def _running_item(run: q.StuckRun, now: datetime) -> r.StuckItem:
         case _:
             reason = f"No progress reported since {_at(since)} ({int((now - since).total_seconds())}s)."
             action = "Check on its agent; cancel and requeue with feedback if it has stalled."
-    return _stuck(kind, run, since, reason, action, TaskStatus.RUNNING, run.run_id, run.actor_id)
+    return _stuck(kind, run, since, reason, action, TaskStatus.RUNNING, run)
 
 
 def _human_item(pack: q.BlockedReview) -> r.StuckItem:
     reason = "Finished with a blocker only a person can lift; never approved automatically."
     action = f"Review evidence pack {pack.evidence_pack_id} (jct_submit_review)."
-    return _stuck(
-        "human_blocker", pack, pack.ended_at, reason, action, TaskStatus.COMPLETED, pack.run_id, pack.actor_id
-    )
+    return _stuck("human_blocker", pack, pack.ended_at, reason, action, TaskStatus.COMPLETED, pack)
 
 
 def _integration_item(row: integrations.Waiting) -> r.StuckItem:
     reason = f"Approved work waits to be merged into {row.ref}: {row.waiting}."
     action = "Do what the reason says (commit or stash the checkout's changes, remove a stale lock); JCT retries."
-    return _stuck(
-        "integration_waiting", row, row.queued_at, reason, action, TaskStatus.COMPLETED, row.run_id, row.actor_id
-    )
+    return _stuck("integration_waiting", row, row.queued_at, reason, action, TaskStatus.COMPLETED, row)
 
 
 def _dependency_item(row: q.FailedDependency) -> r.StuckItem:
@@ -329,15 +325,23 @@ class _Task(Protocol):
     def objective(self) -> str: ...
 
 
+class _Run(Protocol):
+    """A stuck item's run and its agent, as a row names them."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def actor_id(self) -> str: ...
+
+
 def _stuck(
     kind: r.StuckKind,
     task: _Task,
     since: datetime,
     reason: str,
     action: str,
-    task_status: TaskStatus,
-    run_id: str | None = None,
-    agent: str | None = None,
+    status: TaskStatus,
+    run: _Run | None = None,
 ) -> r.StuckItem:
     """A stuck item from a row JCT read itself (its task, and its run and agent when it has one): built without
     validating again (a busy queue has thousands)."""
@@ -345,12 +349,12 @@ def _stuck(
         kind=kind,
         task_id=task.task_id,
         objective=_clip(task.objective, 200),
-        run_id=run_id,
-        agent=agent,
+        run_id=run.run_id if run is not None else None,
+        agent=run.actor_id if run is not None else None,
         since=since,
         reason=reason,
         action=action,
-        task_status=task_status,
+        task_status=status,
         dependency_id=None,
     )
 
