@@ -133,8 +133,7 @@ async def test_claude_code_reinitializes_after_session_not_found(
     assert [e.rpc for e in lost if e.http_method == "POST"] == [["tools/call"]], log
     assert all(e.status == 404 for e in lost), log
     assert all(e.http_method == "GET" for e in lost if e.rpc != ["tools/call"]), log
-    if loss == "proxy-404":
-        assert len(lost) == 1, log
+    assert len(lost) <= (1 if loss == "proxy-404" else 2), log  # the call and, after a restart, one GET at most
     fresh = [e for e in after if e.session != session_a]
 
     # JCT refuses nothing after those 404s: handshakes, streams, listings and calls on the new sessions (an
