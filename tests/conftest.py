@@ -198,7 +198,7 @@ async def _give_back(worker: str, url: str) -> None:
         emptied = await _emptied(renamed, _shapes[worker])
     except DBAPIError:  # refusing connections, or refusing to skip triggers
         emptied = False
-    if emptied:
+    if emptied and worker not in _reusable:  # one kept per worker: a second would never be dropped
         _reusable[worker] = renamed
     else:
         await drop_postgres_database(renamed)

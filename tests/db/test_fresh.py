@@ -46,6 +46,7 @@ async def test_a_postgresql_test_database_is_handed_on_renamed_and_empty_unless_
 ) -> None:
     url = await postgres_database(worker_id_str)
     kept: list[str] = []
+    earlier = _reusable.pop(worker_id_str, None)  # the worker's last test's, handed on: back when this one ends
     try:
         engine = create_async_engine(url)
         async with engine.begin() as conn:
@@ -70,6 +71,8 @@ async def test_a_postgresql_test_database_is_handed_on_renamed_and_empty_unless_
     finally:
         for left in kept:
             await drop_postgres_database(left)
+        if earlier is not None:
+            _reusable[worker_id_str] = earlier
 
 
 async def _names() -> set[str]:
