@@ -14,7 +14,8 @@ import shutil
 import signal
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ async def drop_postgres_database(url: str) -> None:
 # server refuse any of it (a role that is not a superuser may not skip triggers), every database is dropped, as
 # before: slower, never wrong.
 _reusable: dict[str, str] = {}
-_shapes: dict[str, str] = {}
+_shapes: dict[str, _Shape] = {}
 
 # Everything a test could change that deleting rows would not restore, as one digest.
 _SHAPE = """
@@ -169,11 +170,22 @@ SELECT md5(string_agg(item, ',' ORDER BY item)) FROM (
 """
 
 
-async def _database_shape(url: str) -> str:
+@dataclass(frozen=True)
+class _Shape:
+    """A template's shape digest, and the tables and sequences it has (so has every database of its digest)."""
+
+    digest: str
+    tables: Sequence[str]
+    sequences: Sequence[str]
+
+
+async def _database_shape(url: str) -> _Shape:
     engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
     try:
         async with engine.connect() as conn:
-            return str((await conn.execute(text(_SHAPE))).scalar_one())
+            digest = str((await conn.execute(text(_SHAPE))).scalar_one())
+            tables = (await conn.execute(text(_TABLES))).scalars().all()
+            return _Shape(digest, tables, (await conn.execute(text(_SEQUENCES))).scalars().all())
     finally:
         await engine.dispose()
 
@@ -204,20 +216,18 @@ async def _give_back(worker: str, url: str) -> None:
         await drop_postgres_database(renamed)
 
 
-async def _emptied(url: str, shape: str) -> bool:
+async def _emptied(url: str, shape: _Shape) -> bool:
     """If the database's shape is the template's, its rows go and its sequences start again."""
     engine = create_async_engine(url)
     try:
         async with engine.begin() as conn:
-            if (await conn.execute(text(_SHAPE))).scalar_one() != shape:
+            if (await conn.execute(text(_SHAPE))).scalar_one() != shape.digest:
                 return False
-            tables = (await conn.execute(text(_TABLES))).scalars().all()
-            sequences = (await conn.execute(text(_SEQUENCES))).scalars().all()
             # The rows go without their triggers: no foreign key to follow, no count delta to write.
             await conn.execute(text("SET LOCAL session_replication_role = replica"))
-            for table in tables:
+            for table in shape.tables:
                 await conn.execute(text(f'DELETE FROM "{table}"'))
-            for sequence in sequences:
+            for sequence in shape.sequences:
                 await conn.execute(text(f'ALTER SEQUENCE "{sequence}" RESTART'))
             return True
     finally:
