@@ -42,8 +42,17 @@ class AgentTotals(Record, Spending):
     @classmethod
     def waiting(cls, agent: str) -> AgentTotals:
         """An agent that waits for its first claim: no run yet."""
-        nothing: dict[str, Any] = dict.fromkeys(("principal", "last_started", "last_ended"))
-        return cls(agent=agent, done=0, failed=0, tokens=0, cost_usd=0, duration_seconds=0, **nothing)
+        return cls(
+            agent=agent,
+            principal=None,
+            done=0,
+            failed=0,
+            last_started=None,
+            last_ended=None,
+            tokens=0,
+            cost_usd=0,
+            duration_seconds=0,
+        )
 
 
 class HeldCount(Record):
