@@ -16,7 +16,8 @@ method returns what breaks one rule, as readable lines (an empty list when the r
 - `attempts_differ()`: a task's `attempts` is the number of its runs whose lease expired.
 - `missing(tally)`: every claim, artifact and completion an agent was told of is in the database.
 - `store_differs(trace_root)`: every file in the trace store is an artifact's whole content (no partial
-  file, no temporary file, nothing unrecorded), and every stored artifact has its file.
+  file, no temporary file, nothing unrecorded), and every stored artifact has its file; `writing=True` while
+  the server still serves passes over the temp files of writes in flight.
 """
 
 from __future__ import annotations
@@ -227,14 +228,20 @@ class Books:
         }
         return {check: problems for check, problems in found.items() if problems}
 
-    def store_differs(self, trace_root: Path) -> list[str]:
-        """Files in the trace store that are not an artifact's whole content, and stored artifacts without one."""
+    def store_differs(self, trace_root: Path, *, writing: bool = False) -> list[str]:
+        """Files in the trace store that are not an artifact's whole content, and stored artifacts without one.
+        `writing`: the server is still serving, so a temp file of a write in flight (a report's staged content,
+        a completion's manifest) is passed over; once it has stopped, every temp file is a leftover."""
         stored: dict[Path, dict[str, Any]] = {}
         for artifact in self.artifacts.values():
             if artifact["stored"]:
                 stored[Path(url2pathname(urlparse(artifact["uri"]).path))] = artifact
         # A completed run's manifest (server/core/review/manifest.py) sits beside its artifacts, naming them.
-        files = {path.resolve() for path in trace_root.rglob("*") if path.is_file() and path.name != "manifest.json"}
+        files = {
+            path.resolve()
+            for path in trace_root.rglob("*")
+            if path.is_file() and path.name != "manifest.json" and not (writing and path.name.startswith(".tmp-"))
+        }
         problems = [f"artifact {a['id']}: no file at {path}" for path, a in stored.items() if path not in files]
         for path in sorted(files):
             recorded = stored.get(path)
