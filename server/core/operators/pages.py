@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import ValidationError
@@ -22,7 +22,7 @@ from server.core.review import gates, manifest
 from server.core.service import Core
 from server.db import integrations, listing, queries
 from server.db.records import Artifact, EvidencePack, ReviewDecision, ReviewedRun
-from server.errors import ErrorCode, JctError, not_found
+from server.errors import ErrorCode, not_found
 
 RUNS_SHOWN = 10
 ISSUE_TASKS_SHOWN = 10
@@ -30,6 +30,8 @@ ISSUE_RUNS_SHOWN = 20
 FEEDBACK_VERSIONS = 100
 EVENTS_SHOWN = 50
 ARTIFACT_CHARS = 40_000
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -140,16 +142,17 @@ def run_line(row: ReviewedRun) -> RunLine:
     return RunLine(**row.columns())
 
 
-def _missing(code: ErrorCode, what: str, value: str) -> JctError:
-    return not_found(code, what, value, "Pick one from resources/list or complete the id.")
+def _found(row: T | None, code: ErrorCode, what: str, value: str) -> T:
+    """The row a page is about, or the not-found error (`what` `value`) that a resource read turns into its own."""
+    if row is None:
+        raise not_found(code, what, value, "Pick one from resources/list or complete the id.")
+    return row
 
 
 async def task_page(core: Core, task_id: str) -> TaskPage:
     task_id = parse_id(task_id, "task_id")
     async with core.db.read() as conn:
-        task = await queries.get_task(conn, task_id)
-        if task is None:
-            raise _missing(ErrorCode.TASK_NOT_FOUND, "Task", task_id)
+        task = _found(await queries.get_task(conn, task_id), ErrorCode.TASK_NOT_FOUND, "Task", task_id)
         issue = await queries.get_issue(conn, task.issue_id) if task.issue_id else None
         runs = await listing.runs_of_tasks(conn, [task_id], RUNS_SHOWN)
     return TaskPage(
@@ -180,9 +183,7 @@ def _feedback(versions: list[list[Any]]) -> list[results.ReviewFeedback]:
 async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
     issue_id = parse_id(issue_id, "issue_id")
     async with core.db.read() as conn:
-        issue = await queries.get_issue(conn, issue_id)
-        if issue is None:
-            raise _missing(ErrorCode.INVALID_ARGUMENT, "Issue", issue_id)
+        issue = _found(await queries.get_issue(conn, issue_id), ErrorCode.INVALID_ARGUMENT, "Issue", issue_id)
         tasks = await listing.tasks_of_issue(conn, issue_id, ISSUE_TASKS_SHOWN)
         packet = await queries.latest_context_packet(conn, issue_id)
         feedback = await listing.feedback_of_issue(conn, issue_id, FEEDBACK_VERSIONS)
@@ -211,9 +212,7 @@ async def issue_brief(core: Core, issue_id: str) -> IssueBrief:
 async def run_page(core: Core, run_id: str) -> RunPage:
     run_id, _key = parse_run_id(run_id)  # the run_id a claim returned reads its run too
     async with core.db.read() as conn:
-        run = await queries.get_run(conn, run_id)
-        if run is None:
-            raise _missing(ErrorCode.RUN_NOT_FOUND, "Run", run_id)
+        run = _found(await queries.get_run(conn, run_id), ErrorCode.RUN_NOT_FOUND, "Run", run_id)
         task = await queries.get_task(conn, run.task_id)
         artifacts = await queries.artifacts_of_run(conn, run_id)
         events = await queries.run_events(conn, run_id, EVENTS_SHOWN)
@@ -263,9 +262,8 @@ async def _read_pack(core: Core, pack_id: str) -> _PackRead:
     """An evidence pack with its task's objective, its run, the run's artifacts and the review decision."""
     pack_id = parse_id(pack_id, "evidence_pack_id")
     async with core.db.read() as conn:
-        pack = await queries.get_evidence_pack(conn, pack_id)
-        if pack is None:
-            raise _missing(ErrorCode.EVIDENCE_PACK_NOT_FOUND, "Evidence pack", pack_id)
+        found = await queries.get_evidence_pack(conn, pack_id)
+        pack = _found(found, ErrorCode.EVIDENCE_PACK_NOT_FOUND, "Evidence pack", pack_id)
         task = await queries.get_task(conn, pack.task_id)
         run = await queries.get_run(conn, pack.run_id)
         artifacts = await queries.artifacts_of_run(conn, pack.run_id)
@@ -285,9 +283,8 @@ async def artifact_content(core: Core, artifact_id: str) -> tuple[results.Artifa
     """The artifact, the start of its stored text (None for URI-only artifacts), and its total length."""
     artifact_id = parse_id(artifact_id, "artifact_id")
     async with core.db.read() as conn:
-        row = await queries.get_artifact(conn, artifact_id)
-    if row is None:
-        raise _missing(ErrorCode.ARTIFACT_NOT_FOUND, "Artifact", artifact_id)
+        found = await queries.get_artifact(conn, artifact_id)
+    row = _found(found, ErrorCode.ARTIFACT_NOT_FOUND, "Artifact", artifact_id)
     view = views.artifact(row)
     if not row.stored:
         return view, None, 0
