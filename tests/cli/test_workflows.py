@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.command import jct, jct_process, local_env, one_error_line
-from tests.support.flows import workflow_yaml
+from tests.support.flows import flows_with, workflow_yaml
 
 pytestmark = pytest.mark.anyio
 
@@ -31,10 +31,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 async def test_list_check_schema_and_start(tmp_path: Path) -> None:
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / "notes.yaml").write_text(GOOD)
-    (flows / "bad.yaml").write_text(GOOD.replace("name: notes", "name: bad").replace("{version}", "{tag}"))
+    flows = flows_with(tmp_path, notes=GOOD, bad=GOOD.replace("name: notes", "name: bad").replace("{version}", "{tag}"))
 
     code, out, err = await jct(tmp_path, "workflows", env=env(tmp_path))
     assert code == 0, err

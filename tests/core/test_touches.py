@@ -30,6 +30,7 @@ from server.db import claims, tables
 from server.errors import ErrorCode, JctError
 from server.touches import overlaps
 from tests.core.helpers import ADMIN, ALICE, BOB, built_core, count, enqueue, race, separate_cores, snapshot
+from tests.support.flows import flows_with
 
 pytestmark = pytest.mark.anyio
 
@@ -174,9 +175,7 @@ steps:
 async def test_a_workflows_steps_declare_touches_or_take_their_target_path(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / "touching.yaml").write_text(TOUCHING_FLOW)
+    flows = flows_with(tmp_path, touching=TOUCHING_FLOW)
     async with built_core(make_settings(workflows_dir=flows)) as core:
         started = await start.start_workflow(core, ADMIN, "touching", {}, target_repo="myorg/api", target_path="src")
         ids = {t.key: t.task_id for t in started.tasks}

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from mcp import Client
@@ -42,14 +41,6 @@ steps:
     outputs:
       - {{name: page, type: doc}}
 {more_steps}"""
-
-
-def flows_with(tmp_path: Path, name: str, text: str) -> Path:
-    """A workflows directory under tmp_path holding `text` as <name>.yaml."""
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / f"{name}.yaml").write_text(text)
-    return flows
 
 
 @dataclass(frozen=True)

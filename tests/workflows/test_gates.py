@@ -13,8 +13,9 @@ from mcp import Client
 
 from server.config import Settings
 from server.core.service import Core
+from tests.support.flows import flows_with
 from tests.tools.conftest import error, ok
-from tests.workflows.people import PATCH, TEST_LOG, agent, deliver, draft_then_publish, flows_with, person
+from tests.workflows.people import PATCH, TEST_LOG, agent, deliver, draft_then_publish, person
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +24,7 @@ FLOW = draft_then_publish("twice", "Draft, then publish", draft_review="agent")
 
 @pytest.fixture
 def build(make_settings: Callable[..., Settings], tmp_path: Path) -> Callable[..., Core]:
-    flows = flows_with(tmp_path, "twice", FLOW)
+    flows = flows_with(tmp_path, twice=FLOW)
     return lambda **overrides: Core.build(make_settings(workflows_dir=flows, **overrides))
 
 

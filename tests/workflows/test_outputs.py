@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from server.core.review import prover
-from tests.support.flows import workflow_yaml
+from tests.support.flows import flows_with, workflow_yaml
 from tests.tools.conftest import ClientFactory, connect, ok
 
 pytestmark = pytest.mark.anyio
@@ -42,10 +42,7 @@ FLOW = workflow_yaml(
 
 @pytest.fixture
 async def agent(connect: ClientFactory, tmp_path: Path) -> AsyncIterator[Client]:
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / "survey.yaml").write_text(FLOW)
-    async with connect("agent", workflows_dir=flows) as client:
+    async with connect("agent", workflows_dir=flows_with(tmp_path, survey=FLOW)) as client:
         yield client
 
 

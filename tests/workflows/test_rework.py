@@ -13,8 +13,9 @@ from mcp import Client
 
 from server.config import Settings
 from server.core.service import Core
+from tests.support.flows import flows_with
 from tests.tools.conftest import ok
-from tests.workflows.people import agent, deliver, draft_then_publish, flows_with
+from tests.workflows.people import agent, deliver, draft_then_publish
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ NOTES = [("notes", "report", "Some notes, not the draft.")]
 
 @pytest.fixture
 async def core(make_settings: Callable[..., Settings], tmp_path: Path) -> Any:
-    built = Core.build(make_settings(workflows_dir=flows_with(tmp_path, "rework", FLOW)))
+    built = Core.build(make_settings(workflows_dir=flows_with(tmp_path, rework=FLOW)))
     yield built
     await built.db.dispose()
 

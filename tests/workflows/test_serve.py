@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from server.config import Settings
+from tests.support.flows import flows_with
 from tests.support.serving import served
 from tests.transports.conftest import call
 
@@ -31,12 +32,13 @@ steps:
 async def test_broken_workflow_files_never_stop_the_server(
     tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / "tidy.yaml").write_text(GOOD)
-    (flows / "object.yaml").write_text("name: !!python/object/apply:os.system [touch pwned]\n")
-    (flows / "huge.yaml").write_text(GOOD + "#" * (5 * 1024 * 1024))
-    (flows / "cycle.yaml").write_text(GOOD.replace("tidy\nsummary", "loop\nsummary") + "    depends_on: [tidy]\n")
+    flows = flows_with(
+        tmp_path,
+        tidy=GOOD,
+        object="name: !!python/object/apply:os.system [touch pwned]\n",
+        huge=GOOD + "#" * (5 * 1024 * 1024),
+        cycle=GOOD.replace("tidy\nsummary", "loop\nsummary") + "    depends_on: [tidy]\n",
+    )
     (flows / "binary.yml").write_bytes(b"\x00\xff\xfe" * 100)
     with anyio.fail_after(120):
         async with served(make_settings, workflows_dir=flows) as (url, _core):

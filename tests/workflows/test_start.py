@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from server.core.service import Core
 from server.db import tables
-from tests.support.flows import workflow_yaml
+from tests.support.flows import flows_with, workflow_yaml
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio
@@ -183,10 +183,8 @@ async def test_an_idempotency_key_returns_the_first_mission_or_refuses_another_p
 async def test_user_files_load_beside_the_shipped_a_broken_one_is_reported_and_running_work_keeps_its_version(
     agent: Client, tmp_path: Path
 ) -> None:
-    flows = tmp_path / "flows"
-    flows.mkdir()
-    (flows / "tiny.yaml").write_text(TINY)
-    (flows / "broken.yaml").write_text(TINY.replace("name: tiny", "name: broken").replace("type: doc", "type: video"))
+    broken = TINY.replace("name: tiny", "name: broken").replace("type: doc", "type: video")
+    flows = flows_with(tmp_path, tiny=TINY, broken=broken)
     listed = await ok(agent, "jct_list_workflows")
     assert "tiny" in {item["name"] for item in listed["workflows"]}
     [refused] = listed["refused"]
@@ -204,12 +202,10 @@ async def test_user_files_load_beside_the_shipped_a_broken_one_is_reported_and_r
 
 
 async def test_a_step_names_doctrine_its_briefing_carries(agent: Client, tmp_path: Path) -> None:
-    flows = tmp_path / "flows"
-    flows.mkdir()
     styled = TINY.replace("name: tiny", "name: styled").replace(
         "    outputs:", "    doctrine: [myorg/docs-style]\n    outputs:"
     )
-    (flows / "styled.yaml").write_text(styled)
+    flows_with(tmp_path, styled=styled)
     refused = await error(agent, "jct_start_workflow", name="styled", inputs={"topic": "x"}, target_repo="myorg/d")
     assert refused["code"] == "DOCTRINE_NOT_FOUND"
 
