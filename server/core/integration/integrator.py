@@ -152,9 +152,8 @@ async def integrate(core: Core, item: Integration) -> Outcome:
                 within=within,
             )
             if replayed.commit is None:
-                return await _sent_back(
-                    core, item, queue.CONFLICT, tip, conflicting_files=list(replayed.conflicting_files)
-                )
+                conflict = queue.SentBack(queue.CONFLICT, tip, conflicting_files=list(replayed.conflicting_files))
+                return await _sent_back(core, item, conflict)
             new = replayed.commit
             command = check_command(core, item.repo)
             if command is not None:
@@ -169,7 +168,7 @@ async def integrate(core: Core, item: Integration) -> Outcome:
                 if not checked.ok:
                     why = "timed out" if checked.timed_out else "failed"
                     output = f"[check command {why}: {command}]\n{checked.output}"
-                    return await _sent_back(core, item, queue.CHECK_FAILED, tip, check_output=output)
+                    return await _sent_back(core, item, queue.SentBack(queue.CHECK_FAILED, tip, check_output=output))
             # Written down before the ref moves: a crash after the move is recognised as merged.
             async with core.db.write() as conn:
                 await integrations.update_integration(conn, item.id, {"commit": new})
@@ -234,28 +233,11 @@ async def _merged(core: Core, item: Integration, commit: str, trace: str | None)
     return Outcome(done=True)
 
 
-async def _sent_back(
-    core: Core,
-    item: Integration,
-    status: str,
-    new_base: str,
-    *,
-    conflicting_files: list[str] | None = None,
-    check_output: str | None = None,
-) -> Outcome:
+async def _sent_back(core: Core, item: Integration, back: queue.SentBack) -> Outcome:
     async with core.db.write() as conn:
         task = await queries.get_task(conn, item.task_id)
         assert task is not None
-        await queue.sent_back(
-            core,
-            conn,
-            item,
-            task,
-            status=status,
-            new_base=new_base,
-            conflicting_files=conflicting_files,
-            check_output=check_output,
-        )
+        await queue.sent_back(core, conn, item, task, back)
     return Outcome(done=True)
 
 

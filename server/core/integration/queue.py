@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -120,44 +121,49 @@ async def merged(core: Core, conn: AsyncConnection, item: Integration, commit: s
     await plan.approve(conn, INTEGRATOR, item.task_id)
 
 
-async def sent_back(
-    core: Core,
-    conn: AsyncConnection,
-    item: Integration,
-    task: Task,
-    *,
-    status: str,
-    new_base: str,
-    conflicting_files: list[str] | None = None,
-    check_output: str | None = None,
-) -> str:
+@dataclass(frozen=True)
+class SentBack:
+    """Why the merge queue sends a run's work back: a CONFLICT (the files git named) or a CHECK_FAILED (the
+    check's output), found replaying it onto the target ref at `new_base`."""
+
+    status: str
+    new_base: str
+    conflicting_files: list[str] | None = None
+    check_output: str | None = None
+
+    def reason(self, ref: str) -> str:
+        """The feedback the agent reads in its next briefing: what went wrong, and where to start again."""
+        if self.status == CONFLICT:
+            files = ", ".join(self.conflicting_files or []) or "(git named none)"
+            return (
+                f"Your change conflicts with work merged into {ref} since you started: {files}. "
+                f"Start again from {ref} at {self.new_base} (your next claim's base), redo the change on top of "
+                "it, and resolve those files."
+            )
+        tail = (self.check_output or "")[-2000:]
+        return (
+            f"The check command failed on your change replayed onto {ref} at {self.new_base}. "
+            f"Fix what it reports (its output's tail below), then complete again.\n\n{tail}"
+        )
+
+
+async def sent_back(core: Core, conn: AsyncConnection, item: Integration, task: Task, back: SentBack) -> str:
     """A conflict or a failed check: nothing moved on the target ref. The task goes back to the queue with a new
     briefing version that says why (a review round), or fails past the round cap. The task's new status."""
     ts = core.now()
+    status = back.status
     await integrations.update_integration(
         conn,
         item.id,
         {
             "status": status,
-            "conflicting_files": conflicting_files,
-            "check_output": check_output,
+            "conflicting_files": back.conflicting_files,
+            "check_output": back.check_output,
             "ended_at": ts,
             "waiting": None,
         },
     )
-    if status == CONFLICT:
-        files = ", ".join(conflicting_files or []) or "(git named none)"
-        reason = (
-            f"Your change conflicts with work merged into {item.ref} since you started: {files}. "
-            f"Start again from {item.ref} at {new_base} (your next claim's base), redo the change on top of it, "
-            "and resolve those files."
-        )
-    else:
-        tail = (check_output or "")[-2000:]
-        reason = (
-            f"The check command failed on your change replayed onto {item.ref} at {new_base}. "
-            f"Fix what it reports (its output's tail below), then complete again.\n\n{tail}"
-        )
+    reason = back.reason(item.ref)
     gate = gates.gate_of(task.step, core.settings.max_review_rounds)
     new_status, values = gates.another_round(task.review_rounds, gate, f"integration: {status.replace('_', ' ')}")
     rounds = int(values["review_rounds"])
@@ -182,7 +188,7 @@ async def sent_back(
                 verdict=status,
             )
     happened = AuditAction.INTEGRATION_CONFLICT if status == CONFLICT else AuditAction.INTEGRATION_CHECK_FAILED
-    detail = {"status": status, "conflicting_files": conflicting_files, "new_base": new_base}
+    detail = {"status": status, "conflicting_files": back.conflicting_files, "new_base": back.new_base}
     audit = [
         audit_row(INTEGRATOR, happened, EntityKind.RUN, item.run_id, None, detail, trace),
         audit_row(INTEGRATOR, action, EntityKind.TASK, task.id, completed, after, trace),
