@@ -29,6 +29,7 @@ from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from server.notify.hub import NotificationHub
 from tests.core.helpers import ALICE, BOB, count, enqueue
+from tests.support import missions
 
 pytestmark = pytest.mark.anyio
 
@@ -151,13 +152,7 @@ async def test_an_approved_dependency_frees_its_dependent_for_the_waiter(
 
 
 def _task(key: str, *depends_on: str) -> dict[str, Any]:
-    return {
-        "key": key,
-        "objective": f"Write the {key} part",
-        "operation": "analysis",
-        "target_repo": "myorg/api",
-        "depends_on": list(depends_on),
-    }
+    return missions.task(key, *depends_on, objective=f"Write the {key} part", operation="analysis")
 
 
 async def test_a_waiter_takes_only_what_its_filters_allow(make_settings: Callable[..., Settings]) -> None:

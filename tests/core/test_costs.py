@@ -25,7 +25,8 @@ from server.db.records import Budgeted
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import ALICE, BOB, race, separate_cores, snapshot
 from tests.core.test_claim_wait import Waiting, served
-from tests.core.test_missions import PATCH, created, mission, task
+from tests.core.test_missions import PATCH, created
+from tests.support.missions import mission, task
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio

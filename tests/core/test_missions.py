@@ -18,33 +18,13 @@ from server.db import tables
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import snapshot
 from tests.support.agents import ADMIN
+from tests.support.missions import mission, task
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio
 __all__ = ["connect"]  # the tools' in-memory client fixture, used here too
 
 PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
-
-
-def task(key: str, *depends_on: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "key": key,
-        "objective": f"Do {key}",
-        "operation": "code_change",
-        "target_repo": "myorg/api",
-        "depends_on": list(depends_on),
-        **extra,
-    }
-
-
-def mission(*phases: list[dict[str, Any]], title: str = "Ship it", **extra: Any) -> dict[str, Any]:
-    """jct_create_mission's arguments: one phase per list of tasks; `extra`, more arguments (a budget)."""
-    return {
-        "title": title,
-        "goal": "A feature, specified, built and documented",
-        "phases": [{"name": f"Phase {n}", "tasks": tasks} for n, tasks in enumerate(phases)],
-        **extra,
-    }
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from server.core.missions import plan
 from server.core.service import Core
 from server.db import tables
 from server.db.engine import Database
+from tests.support import missions
 from tests.support.agents import ADMIN, TARGET_PATH, Tally, crowd, run_all
 from tests.support.books import Books
 from tests.support.servers import serving
@@ -35,16 +36,14 @@ LIMIT = 240
 
 
 def _task(key: str, *depends_on: str) -> dict[str, Any]:
-    return {
-        "key": key,
-        "objective": f"Change module {key}",
-        "operation": "code_change",
-        "target_repo": "myorg/api",
-        "target_path": TARGET_PATH,
-        "touches": [],  # each changes a module of its own: only the graph orders them
-        "acceptance_criteria": ["The module is changed"],
-        "depends_on": list(depends_on),
-    }
+    return missions.task(
+        key,
+        *depends_on,
+        objective=f"Change module {key}",
+        target_path=TARGET_PATH,
+        touches=[],  # each changes a module of its own: only the graph orders them
+        acceptance_criteria=["The module is changed"],
+    )
 
 
 def chain() -> list[dict[str, Any]]:

@@ -20,8 +20,9 @@ from server.mcp import build_mcp
 from server.prompts import register_prompts
 from server.resources import register_resources
 from tests.core.helpers import ADMIN, ALICE, PATCH, enqueue
-from tests.core.test_missions import created, mission, task
+from tests.core.test_missions import created
 from tests.forgery import AS_WORKER, FORGED, assert_marked, assert_only_jct_structure, hostile_run
+from tests.support.missions import mission, task
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,8 @@ from server.core.service import Core
 from server.identity import FixedIdentity
 from server.mcp import build_mcp
 from server.notify.feed import ChangeFeed
-from tests.core.test_missions import created, mission, task
+from tests.core.test_missions import created
+from tests.support.missions import mission, task
 from tests.tools.conftest import ok
 
 pytestmark = pytest.mark.anyio

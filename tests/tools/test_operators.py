@@ -18,6 +18,7 @@ from server.core.service import Core
 from server.db import tables
 from server.db.migrate import alembic_config, upgrade
 from tests.core.helpers import bare, snapshot
+from tests.support import missions
 from tests.tools.conftest import ClientFactory, connect, error, ok
 
 pytestmark = pytest.mark.anyio
@@ -118,27 +119,8 @@ async def test_requeue_refuses_open_work_and_unknown_tasks_and_changes_nothing(a
 
 
 async def test_requeued_dependency_lets_its_blocked_dependent_wait_again(agent: Client) -> None:
-    mission = await ok(
-        agent,
-        "jct_create_mission",
-        title="Ship",
-        goal="Spec then code",
-        phases=[
-            {
-                "name": "one",
-                "tasks": [
-                    {"key": "spec", "objective": "Spec", "operation": "docs", "target_repo": "myorg/api"},
-                    {
-                        "key": "code",
-                        "objective": "Code",
-                        "operation": "code_change",
-                        "target_repo": "myorg/api",
-                        "depends_on": ["spec"],
-                    },
-                ],
-            }
-        ],
-    )
+    steps = [missions.task("spec", objective="Spec", operation="docs"), missions.task("code", "spec", objective="Code")]
+    mission = await ok(agent, "jct_create_mission", **missions.mission(steps, title="Ship", goal="Spec then code"))
     ids = {item["key"]: item["task_id"] for item in mission["tasks"]}
     claim = await ok(agent, "jct_claim_task", task_id=ids["spec"])
     await ok(agent, "jct_complete_task", task_id=ids["spec"], run_id=claim["run_id"], success=False, summary="no")

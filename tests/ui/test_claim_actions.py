@@ -24,6 +24,7 @@ from server.core.service import Core
 from server.db import queries, tables
 from server.errors import ErrorCode, JctError
 from tests.core.helpers import bare
+from tests.support import missions
 from tests.support.serving import running
 from tests.ui.test_pages import asgi, csrf_of
 
@@ -196,26 +197,12 @@ async def test_the_stuck_page_has_a_button_for_each_action_it_names(dashboard: D
     await silent_for(core, silent_run, minutes=20)
     cancelled, cancelled_run = await claimed(core, "Silent and unwanted")
     await silent_for(core, cancelled_run, minutes=20)
+    steps = [
+        missions.task("first", objective="First step", operation="docs", target_repo="a/b"),
+        missions.task("second", "first", objective="Second step", operation="docs", target_repo="a/b"),
+    ]
     mission = await plan.create_mission(
-        core,
-        ADMIN,
-        title="Two steps",
-        goal="First, then second",
-        phases=[
-            {
-                "name": "only",
-                "tasks": [
-                    {"key": "first", "objective": "First step", "operation": "docs", "target_repo": "a/b"},
-                    {
-                        "key": "second",
-                        "objective": "Second step",
-                        "operation": "docs",
-                        "target_repo": "a/b",
-                        "depends_on": ["first"],
-                    },
-                ],
-            }
-        ],
+        core, ADMIN, **missions.mission(steps, title="Two steps", goal="First, then second")
     )
     first = next(t.task_id for t in mission.tasks if t.key == "first")
     await queue.claim_task(core, AGENT, first)
