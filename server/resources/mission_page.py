@@ -39,11 +39,7 @@ def mission_page(view: results.MissionView) -> str:
     if view.outcome is not None:
         lines += ["", *_outcome(view.outcome, mission.summary, pointer)]
     lines += ["", "## Blockers"]
-    lines += [
-        f"- {task_uri(b.task_id) if b.task_id else 'the mission'} ({b.kind}): {line(b.reason, 160)}. "
-        f"Next: {line(b.action, 160)}"
-        for b in view.blockers
-    ] or ["None."]
+    lines += [f"{_held_back(b, 160)}. Next: {line(b.action, 160)}" for b in view.blockers] or ["None."]
     lines += ["", "## Phases"]
     lines += [
         f"{phase.index}. **{line(phase.name, 80)}**: {phase.status}, {phase.approved}/{phase.total} approved"
@@ -95,10 +91,7 @@ def _outcome(outcome: results.MissionOutcome, summary: str | None, pointer: str)
         for a in outcome.achieved
     ] or ["Nothing approved."]
     lines += ["", "### Limitations"]
-    lines += [
-        f"- {task_uri(x.task_id) if x.task_id else 'the mission'} ({x.kind}): {line(x.reason, 300)}"
-        for x in outcome.limitations
-    ] or ["None."]
+    lines += [_held_back(x, 300) for x in outcome.limitations] or ["None."]
     lines += ["", "### Files changed (verified from git)"]
     files = [f"- `{line(f.path, 200)}` ({f.status}, +{f.added} -{f.removed})" for f in outcome.files_changed]
     if outcome.files_truncated:
@@ -111,3 +104,9 @@ def _task(task: results.MissionTask) -> str:
     waits = f" · waits for {', '.join(task.depends_on)}" if task.depends_on and not task.approved else ""
     approved = " · approved" if task.approved else ""
     return f"**{task.status}**{approved} · {headline(task.objective, 90)} ({task_uri(task.task_id)}){waits}"
+
+
+def _held_back(what: results.Blocker | results.TaskLimitation, reason_chars: int) -> str:
+    """A list item for what holds back a task (or, with no task, the whole mission), and why."""
+    where = task_uri(what.task_id) if what.task_id else "the mission"
+    return f"- {where} ({what.kind}): {line(what.reason, reason_chars)}"
