@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from server.core.models import new_id
+from server.core.models import Actor, new_id
 from server.db import changes as fenced
 from server.db import queries
 
@@ -63,43 +63,20 @@ async def new_version(
 
 
 def feedback_round(
-    *, decision: str, reason: str, reviewer_id: str, reviewer_name: str, run_id: str | None, verdict: str
+    *, decision: str, reason: str, reviewer: Actor, run_id: str | None, verdict: str, name: str = ""
 ) -> dict[str, Any]:
-    """One round of feedback as a briefing version keeps it; results.ReviewFeedback reads it back."""
+    """One round of feedback as a briefing version keeps it (new_version's `feedback`, or feedback_write): a
+    review's needs_changes, an operator's requeue (`decision` "requeued"), the merge queue or the review policy
+    sending work back. `name`: the one a reviewer gave, else the actor's. results.ReviewFeedback reads it back."""
     return {
         "decision": decision,
         "reason": reason,
-        "reviewer": reviewer_id,  # the principal; the name it chose is only self-reported
-        "reviewer_name": reviewer_name,
+        "reviewer": reviewer.actor_id,  # the principal; the name it chose is only self-reported
+        "reviewer_name": name or reviewer.name or reviewer.actor_id,
         "run_id": run_id,
         "verdict": verdict,
         "at": datetime.now(UTC).isoformat(),
     }
-
-
-async def with_feedback(
-    conn: AsyncConnection,
-    issue_id: str,
-    ts: ColumnElement[datetime],
-    *,
-    decision: str,
-    reason: str,
-    reviewer_id: str,
-    reviewer_name: str,
-    run_id: str | None,
-    verdict: str,
-) -> int:
-    """The next briefing version, carrying one more round of feedback after every earlier one (a review's
-    needs_changes, or an operator's requeue: `decision` "requeued"). Its number."""
-    entry = feedback_round(
-        decision=decision,
-        reason=reason,
-        reviewer_id=reviewer_id,
-        reviewer_name=reviewer_name,
-        run_id=run_id,
-        verdict=verdict,
-    )
-    return await new_version(conn, issue_id, ts, feedback=entry)
 
 
 def feedback_write(issue_id: str, ts: ColumnElement[datetime], entry: Mapping[str, Any]) -> fenced.NewVersion:

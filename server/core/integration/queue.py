@@ -176,17 +176,10 @@ async def sent_back(core: Core, conn: AsyncConnection, item: Integration, task: 
     else:
         issue_status, action = IssueStatus.READY, AuditAction.TASK_REQUEUED
         if task.issue_id is not None:
-            await versions.with_feedback(
-                conn,
-                task.issue_id,
-                ts,
-                decision=status,
-                reason=reason,
-                reviewer_id=INTEGRATOR.actor_id,
-                reviewer_name=INTEGRATOR.name,
-                run_id=item.run_id,
-                verdict=status,
+            entry = versions.feedback_round(
+                decision=status, reason=reason, reviewer=INTEGRATOR, run_id=item.run_id, verdict=status
             )
+            await versions.new_version(conn, task.issue_id, ts, feedback=entry)
     happened = AuditAction.INTEGRATION_CONFLICT if status == CONFLICT else AuditAction.INTEGRATION_CHECK_FAILED
     detail = {"status": status, "conflicting_files": back.conflicting_files, "new_base": back.new_base}
     audit = [

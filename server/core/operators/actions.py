@@ -101,17 +101,14 @@ async def requeue_task(core: Core, actor: Actor, task_id: str, reason: str, feed
                 # The feedback names the last run and its verdict, as a review's does.
                 run = next(iter(await queries.runs_of_task(conn, task_id, 1)), None)
                 pack = await queries.evidence_pack_for_run(conn, run.id) if run is not None else None
-                version = await versions.with_feedback(
-                    conn,
-                    task.issue_id,
-                    ts,
+                entry = versions.feedback_round(
                     decision="requeued",
                     reason=feedback,
-                    reviewer_id=actor.actor_id,
-                    reviewer_name=actor.name or actor.actor_id,
+                    reviewer=actor,
                     run_id=run.id if run is not None else None,
                     verdict=pack.verdict if pack is not None else "none",
                 )
+                version = await versions.new_version(conn, task.issue_id, ts, feedback=entry)
         await queries.insert_audit(conn, audit)
     return r.Requeued(task_id=task_id, task_status=status, context_packet_version=version)
 

@@ -306,8 +306,7 @@ class _SentBack:
         return versions.feedback_round(
             decision=Decision.NEEDS_CHANGES,
             reason=self.reason,
-            reviewer_id=REWORK.actor_id,
-            reviewer_name=REWORK.name,
+            reviewer=REWORK,
             run_id=run_id,
             verdict=self.evidence.verdict,
         )

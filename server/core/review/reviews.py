@@ -149,17 +149,15 @@ async def submit_review(
                     audit_row(actor, AuditAction.TASK_REQUEUED, EntityKind.TASK, task.id, completed, after, trace)
                 )
                 if task.issue_id is not None:
-                    version = await versions.with_feedback(
-                        conn,
-                        task.issue_id,
-                        ts,
+                    entry = versions.feedback_round(
                         decision=choice.value,
                         reason=reason,
-                        reviewer_id=actor.actor_id,
-                        reviewer_name=reviewer_name,
+                        reviewer=actor,
+                        name=reviewer_name,
                         run_id=run.id,
                         verdict=pack.verdict,
                     )
+                    version = await versions.new_version(conn, task.issue_id, ts, feedback=entry)
             case _:
                 assert_never(choice)
         await queries.update_run(conn, run.id, {"status": run_status}, status_in=(RunStatus.UNDER_REVIEW,))
