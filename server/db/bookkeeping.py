@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, String, Table, text
 
-from server.db.types import ID, BigId, Json, UTCDateTime, metadata
+from server.db.types import ID, BigId, Json, UTCDateTime, metadata, partial_index
 
 audit_log = Table(
     "audit_log",
@@ -66,13 +66,7 @@ tokens = Table(
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime, nullable=True),
-    Index(
-        "ix_tokens_name_live",
-        "name",
-        unique=True,
-        sqlite_where=text("revoked_at IS NULL"),
-        postgresql_where=text("revoked_at IS NULL"),
-    ),
+    partial_index("ix_tokens_name_live", "name", text("revoked_at IS NULL"), unique=True),
 )
 
 # Secrets every server process on this database shares, made once by whichever process first needs one

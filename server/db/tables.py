@@ -30,7 +30,7 @@ from server.db.bookkeeping import ended_ui_sessions as ended_ui_sessions
 from server.db.bookkeeping import server_secrets as server_secrets
 from server.db.bookkeeping import telemetry_deltas as telemetry_deltas
 from server.db.bookkeeping import tokens as tokens
-from server.db.types import ID, BigId, Json, JsonOrNull, UTCDateTime
+from server.db.types import ID, BigId, Json, JsonOrNull, UTCDateTime, idempotency_columns, partial_index
 from server.db.types import metadata as metadata
 from server.vocab import TASK_ENDED_UNAPPROVED
 
@@ -110,10 +110,7 @@ tasks = Table(
     Column("status", String(16), nullable=False),
     Column("attempts", Integer, nullable=False),
     Column("max_attempts", Integer, nullable=False),
-    Column("idempotency_key", String(256), nullable=True),
-    # Whose key it is: the principal that enqueued (keys are per principal, so one cannot probe another's).
-    Column("idempotency_scope", String(256), nullable=True),
-    Column("request_hash", String(64), nullable=True),
+    *idempotency_columns(),
     Column("trace_id", ID, nullable=False),
     Column("issue_id", ID, ForeignKey("issues.id"), nullable=True, index=True),
     Column("constraint_snapshot_id", ID, ForeignKey("constraint_snapshots.id"), nullable=True),
@@ -161,31 +158,20 @@ tasks = Table(
 
 def ended_badly(table: FromClause) -> ColumnElement[bool]:
     """A mission's task that failed or was cancelled, which keeps its dependents blocked: the condition of a
-    partial index. Values are written out, not bound: SQLite uses a partial index only for a query whose WHERE
-    has the index's terms, and a bound parameter never is one."""
+    partial index, its values written out (partial_index)."""
     ended: list[ColumnElement[str]] = [literal_column(f"'{status.value}'") for status in TASK_ENDED_UNAPPROVED]
     return and_(table.c.status.in_(ended), table.c.mission_id.is_not(None))
 
 
 # A task that holds its touches (DESIGN section 16): one with touches that is running, or whose work waits for
 # review or in the merge queue. The claim reads a repository's holders through ix_tasks_holding_touches, whose
-# condition this is, written out for the same reason as ended_badly's (server/db/holds.py).
+# condition this is (server/db/holds.py).
 HOLDING = "touches IS NOT NULL AND (status = 'running' OR merge IN ('pending', 'queued', 'merging'))"
-Index(
-    "ix_tasks_holding_touches",
-    tasks.c.target_repo,
-    postgresql_where=text(HOLDING),
-    sqlite_where=text(HOLDING),
-)
+partial_index("ix_tasks_holding_touches", tasks.c.target_repo, text(HOLDING))
 
 # jct_list_stuck walks the active missions' failed tasks in it: small, written only when a mission's task ends
 # badly.
-Index(
-    "ix_tasks_mission_id_ended_badly",
-    tasks.c.mission_id,
-    postgresql_where=ended_badly(tasks),
-    sqlite_where=ended_badly(tasks),
-)
+partial_index("ix_tasks_mission_id_ended_badly", tasks.c.mission_id, ended_badly(tasks))
 
 # Which task waits for which (within one mission); read both ways: what a task waits for, and whom an
 # approval unblocks.
@@ -210,9 +196,7 @@ missions = Table(
     Column("workflow", Json, nullable=True),
     # Tasks not yet approved: the mission is completed when it reaches 0.
     Column("remaining", Integer, nullable=False),
-    Column("idempotency_key", String(256), nullable=True),
-    Column("idempotency_scope", String(256), nullable=True),
-    Column("request_hash", String(64), nullable=True),
+    *idempotency_columns(),
     Column("error", Text, nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("completed_at", UTCDateTime, nullable=True),

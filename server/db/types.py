@@ -1,11 +1,14 @@
-"""Column types that behave the same on SQLite and PostgreSQL, and the metadata every table joins."""
+"""Column types that behave the same on SQLite and PostgreSQL, the metadata every table joins, and the column
+groups and indexes more than one table declares alike."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer, MetaData, String
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, Index, Integer, MetaData, String
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.expression import ColumnElement, TextClause
 from sqlalchemy.types import TypeDecorator
 
 
@@ -49,3 +52,22 @@ metadata = MetaData(
 )
 
 ID = String(36)
+
+
+def idempotency_columns() -> list[Column[Any]]:
+    """What makes a request safe to send again: its idempotency key, whose key it is (the principal that sent it:
+    keys are per principal, so one cannot probe another's), and the hash of the request the key first came with.
+    A table with them keeps UniqueConstraint("idempotency_scope", "idempotency_key")."""
+    return [
+        Column("idempotency_key", String(256), nullable=True),
+        Column("idempotency_scope", String(256), nullable=True),
+        Column("request_hash", String(64), nullable=True),
+    ]
+
+
+def partial_index(
+    name: str, column: Column[Any] | str, where: ColumnElement[bool] | TextClause, *, unique: bool = False
+) -> Index:
+    """An index of the rows where `where` holds, the same condition on both dialects: SQLite uses it only for a
+    query whose WHERE has its terms, so `where` writes its values out (a bound parameter is never one)."""
+    return Index(name, column, unique=unique, postgresql_where=where, sqlite_where=where)
