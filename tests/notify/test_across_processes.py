@@ -37,7 +37,7 @@ from tests.core.helpers import bare
 from tests.support.inbox import Inbox, list_changed, updated
 from tests.support.raw import RawSession
 from tests.support.serving import serving
-from tests.transports.conftest import call, http_server, server_env
+from tests.transports.conftest import call, clients_of_two_servers, http_server, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -128,14 +128,8 @@ async def test_a_completion_by_another_session_reaches_a_legacy_subscriber(datab
 
 @ON_POSTGRESQL
 async def test_a_completion_on_another_process_reaches_a_2026_listener(database_url: str, tmp_path: Path) -> None:
-    env = server_env(database_url, tmp_path)
     with anyio.fail_after(LIMIT):
-        async with (
-            http_server(env, tmp_path) as one,
-            http_server(env, tmp_path) as two,
-            Client(f"{one}/mcp") as watcher,
-            Client(f"{two}/mcp", mode="legacy") as agent,
-        ):
+        async with clients_of_two_servers(database_url, tmp_path, second_mode="legacy") as (watcher, agent):
             assert watcher.protocol_version in MODERN_PROTOCOL_VERSIONS
             task_id, run_id = await claimed_task(agent)
             uri = f"jct://runs/{bare(run_id)}"

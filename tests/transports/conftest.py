@@ -4,7 +4,8 @@
 (`async with transport(**setting_overrides) as client`) yields a connected `mcp.Client`. Clients asking
 for the same overrides share one server (two HTTP clients talk to one uvicorn server, run in the test's
 process on a real socket: tests/support/serving.py); stdio starts one `jct serve --stdio` process per
-client, as Claude Code does. `http_server` starts `jct serve` as a process, for tests whose subject is it.
+client, as Claude Code does. `http_server` starts `jct serve` as a process, for tests whose subject is it;
+`clients_of_two_servers` two of them on one database, with a client of each.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ async def report(
     """jct_report_artifact on the run `run_id` of `task_id`; its result."""
     args = {"title": title, "artifact_type": artifact_type, "content": content}
     return await call(client, "jct_report_artifact", task_id=task_id, run_id=run_id, **args)
+
+
+async def complete_failed(
+    client: Client, task_id: str, run_id: str, summary: str, error_message: str
+) -> dict[str, Any]:
+    """jct_complete_task with success=false on the run `run_id` of `task_id`; its result."""
+    args = {"summary": summary, "error_message": error_message}
+    return await call(client, "jct_complete_task", task_id=task_id, run_id=run_id, success=False, **args)
 
 
 async def call_error(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -152,6 +161,22 @@ async def http_server(env: dict[str, str], cwd: Path) -> AsyncIterator[str]:
 
     async with serve(env, cwd, "jct-serve") as server:
         yield server.base_url
+
+
+@asynccontextmanager
+async def clients_of_two_servers(
+    database_url: str, tmp_path: Path, second_mode: str = "auto"
+) -> AsyncIterator[tuple[Client, Client]]:
+    """Two `jct serve` processes on the test's database and a client of each, the second's connecting in
+    `second_mode`: (the first's client, the second's)."""
+    env = server_env(database_url, tmp_path)
+    async with (
+        http_server(env, tmp_path) as one,
+        http_server(env, tmp_path) as two,
+        Client(f"{one}/mcp") as first,
+        Client(f"{two}/mcp", mode=second_mode) as second,
+    ):
+        yield first, second
 
 
 # --- the fixture -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from server.core.models import key_hash, parse_run_id
 from server.core.service import Core
 from server.db import tables
 from tests.core.helpers import snapshot
-from tests.transports.conftest import Transport, call, call_error, http_server, server_env
+from tests.transports.conftest import Transport, call, call_error, clients_of_two_servers, complete_failed
 from tests.transports.test_workflows import PATCH, enqueue
 
 pytestmark = pytest.mark.anyio
@@ -91,15 +91,7 @@ async def test_a_run_id_read_elsewhere_does_not_act_on_another_agents_claim(
                         claimant, "jct_report_progress", task_id=task_id, run_id=run_id, message="x"
                     )
                     assert refused["error"]["code"] == "NOT_CLAIMANT"
-                done = await call(
-                    claimant,
-                    "jct_complete_task",
-                    task_id=task_id,
-                    run_id=claim["run_id"],
-                    success=False,
-                    summary="could not",
-                    error_message="blocked",
-                )
+                done = await complete_failed(claimant, task_id, claim["run_id"], "could not", "blocked")
                 assert done["run_id"] == run_id
     finally:
         await core.db.dispose()
@@ -135,14 +127,8 @@ async def test_the_run_id_with_its_key_acts_on_the_claim_through_another_server_
     """Two `jct serve` processes on one database, clients speaking the stateless protocol (Claude Code's
     default over HTTP): the claim made through one is finished through the other with its run_id; the bare
     id, which the other process's listing shows, acts on nothing."""
-    env = server_env(database_url, tmp_path)
     with anyio.fail_after(LIMIT):
-        async with (
-            http_server(env, tmp_path) as one,
-            http_server(env, tmp_path) as two,
-            Client(f"{one}/mcp") as first,
-            Client(f"{two}/mcp") as second,
-        ):
+        async with clients_of_two_servers(database_url, tmp_path) as (first, second):
             task_id = await enqueue(first)
             claim = await call(first, "jct_claim_task", task_id=task_id)
             shown = (await call(second, "jct_get_task", task_id=task_id))["task"]["active_run_id"]

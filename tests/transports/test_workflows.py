@@ -10,7 +10,7 @@ from mcp import Client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from tests.core.helpers import bare
-from tests.transports.conftest import Transport, call, call_error, report
+from tests.transports.conftest import Transport, call, call_error, complete_failed, report
 
 pytestmark = pytest.mark.anyio
 
@@ -130,14 +130,12 @@ async def test_failure_path_ends_failed_with_a_failing_verdict(transport: Transp
             await report(
                 agent, task_id, claim["run_id"], FAILING_TESTS, title="Failed test output", artifact_type="log"
             )
-            done = await call(
+            done = await complete_failed(
                 agent,
-                "jct_complete_task",
-                task_id=task_id,
-                run_id=claim["run_id"],
-                success=False,
-                summary="Unable to implement feature - dependency conflict in package.json",
-                error_message="npm install fails with peer dependency conflict between react@18 and react-dom@17",
+                task_id,
+                claim["run_id"],
+                "Unable to implement feature - dependency conflict in package.json",
+                "npm install fails with peer dependency conflict between react@18 and react-dom@17",
             )
             assert (done["task_status"], done["run_status"]) == ("failed", "failed")
             assert done["evidence_pack"]["verdict"] == "fail"
@@ -217,13 +215,12 @@ async def test_review_agent_approves_pending_work(transport: Transport) -> None:
             assert [a["artifact_id"] for a in run["artifacts"]] == [patch["artifact_id"]]
             assert run["run"]["status"] == "under_review"
 
-            decided = await call(
-                reviewer,
-                "jct_submit_review",
-                evidence_pack_id=item["evidence_pack_id"],
-                decision="approved",
-                reason="Code changes look correct. Email validation follows RFC 5322.",
-            )
+            review = {
+                "evidence_pack_id": item["evidence_pack_id"],
+                "decision": "approved",
+                "reason": "Code changes look correct. Email validation follows RFC 5322.",
+            }
+            decided = await call(reviewer, "jct_submit_review", **review)
             assert decided["decision"] == "approved"
             assert (decided["issue_status"], decided["run_status"], decided["task_status"]) == (
                 "done",
@@ -234,10 +231,6 @@ async def test_review_agent_approves_pending_work(transport: Transport) -> None:
             assert after["run"]["status"] == "done"
             assert (await call(reviewer, "jct_list_pending_reviews"))["count"] == 0
             twice = await call_error(
-                reviewer,
-                "jct_submit_review",
-                evidence_pack_id=item["evidence_pack_id"],
-                decision="rejected",
-                reason="x",
+                reviewer, "jct_submit_review", **(review | {"decision": "rejected", "reason": "x"})
             )
             assert twice["error"]["code"] == "ALREADY_REVIEWED"
