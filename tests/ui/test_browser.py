@@ -20,7 +20,7 @@ from server.core import tokens
 from server.core.briefings import intake
 from server.core.claims import queue
 from server.core.review import completion
-from server.core.service import Core
+from tests.core.helpers import built_core
 from tests.support.servers import serving as processes
 from tests.support.serving import serving
 from tests.transports.conftest import call, free_port, open_serve, server_env, stop_process, wait_ready
@@ -69,11 +69,8 @@ async def test_every_page_opens_and_agent_text_never_runs(
 ) -> None:
     settings = make_settings(review_auto_approve=False)
     async with serving(settings) as (base, _mcp):
-        core = Core.build(settings)
-        try:
+        async with built_core(settings) as core:
             ids = await scene(core)
-        finally:
-            await core.db.dispose()
         page, dialogs = await opened(browser)
         pages = {
             "overview": "/ui/",
@@ -166,70 +163,61 @@ async def test_each_role_sees_and_does_what_its_tools_allow(
     browser: Browser, make_settings: Callable[..., Settings], dialect: str
 ) -> None:
     settings = make_settings(auth="token", review_auto_approve=False)
-    async with serving(settings) as (base, _mcp):
-        core = Core.build(settings)
-        try:
-            ids = await scene(core)
-            failed = await intake.enqueue_task(
-                core, ADMIN, objective="Failed once", operation="docs", target_repo="a/b"
-            )
-            claim = await queue.claim_task(core, AGENT, failed.task_id)
-            await completion.complete_task(
-                core, AGENT, failed.task_id, run_id=claim.run_id, success=False, summary="no"
-            )
-            secrets = {
-                role: (await tokens.create_token(core, f"{role}-1", [role]))[0]
-                for role in ("worker", "reviewer", "admin")
-            }
+    async with serving(settings) as (base, _mcp), built_core(settings) as core:
+        ids = await scene(core)
+        failed = await intake.enqueue_task(core, ADMIN, objective="Failed once", operation="docs", target_repo="a/b")
+        claim = await queue.claim_task(core, AGENT, failed.task_id)
+        await completion.complete_task(core, AGENT, failed.task_id, run_id=claim.run_id, success=False, summary="no")
+        secrets = {
+            role: (await tokens.create_token(core, f"{role}-1", [role]))[0] for role in ("worker", "reviewer", "admin")
+        }
 
-            page, dialogs = await opened(browser)
-            await page.goto(base + "/ui/reviews")
-            assert "/ui/login" in page.url
-            await page.screenshot(path=SHOTS / f"login-{dialect}.png")
+        page, dialogs = await opened(browser)
+        await page.goto(base + "/ui/reviews")
+        assert "/ui/login" in page.url
+        await page.screenshot(path=SHOTS / f"login-{dialect}.png")
 
-            await login(page, base, secrets["worker"])
-            await page.goto(base + "/ui/reviews")
-            await page.screenshot(path=SHOTS / f"reviews-worker-{dialect}.png", full_page=True)
-            assert await page.get_by_text("Your roles cannot review.").count() == 1
-            assert await page.locator("form[action^='/ui/reviews/']").count() == 0
-            forged = await page.request.post(
-                f"{base}/ui/reviews/{ids['pack']}", form={"decision": "approved", "reason": "no csrf"}
-            )
-            assert forged.status == 403
-            assert "Form refused" in await forged.text()
-            csrf = await page.locator("input[name=csrf]").first.get_attribute("value")
-            assert csrf
-            as_worker = await page.request.post(
-                f"{base}/ui/reviews/{ids['pack']}", form={"decision": "approved", "reason": "mine", "csrf": csrf}
-            )
-            assert as_worker.status == 403  # the right form, the wrong role
-            await page.click("header form button")  # log out
-            await page.wait_for_url("**/ui/login")
+        await login(page, base, secrets["worker"])
+        await page.goto(base + "/ui/reviews")
+        await page.screenshot(path=SHOTS / f"reviews-worker-{dialect}.png", full_page=True)
+        assert await page.get_by_text("Your roles cannot review.").count() == 1
+        assert await page.locator("form[action^='/ui/reviews/']").count() == 0
+        forged = await page.request.post(
+            f"{base}/ui/reviews/{ids['pack']}", form={"decision": "approved", "reason": "no csrf"}
+        )
+        assert forged.status == 403
+        assert "Form refused" in await forged.text()
+        csrf = await page.locator("input[name=csrf]").first.get_attribute("value")
+        assert csrf
+        as_worker = await page.request.post(
+            f"{base}/ui/reviews/{ids['pack']}", form={"decision": "approved", "reason": "mine", "csrf": csrf}
+        )
+        assert as_worker.status == 403  # the right form, the wrong role
+        await page.click("header form button")  # log out
+        await page.wait_for_url("**/ui/login")
 
-            await login(page, base, secrets["reviewer"])
-            await page.goto(base + "/ui/reviews")
-            await page.fill("textarea[name=reason]", "Clear and tested.")
-            await page.click("button[value=approved]")
-            await page.get_by_text("Review recorded: approved.").wait_for()
-            await page.goto(f"{base}/ui/tasks/{failed.task_id}")
-            assert await page.locator("form[action$='/requeue']").count() == 0
-            await page.click("header form button")
+        await login(page, base, secrets["reviewer"])
+        await page.goto(base + "/ui/reviews")
+        await page.fill("textarea[name=reason]", "Clear and tested.")
+        await page.click("button[value=approved]")
+        await page.get_by_text("Review recorded: approved.").wait_for()
+        await page.goto(f"{base}/ui/tasks/{failed.task_id}")
+        assert await page.locator("form[action$='/requeue']").count() == 0
+        await page.click("header form button")
 
-            await login(page, base, secrets["admin"])
-            await page.goto(f"{base}/ui/tasks/{failed.task_id}")
-            await page.fill("form[action$='/requeue'] input[name=reason]", "flaky")
-            await page.fill("form[action$='/requeue'] textarea[name=feedback]", "Retry with <b>care</b>")
-            await page.click("form[action$='/requeue'] button")
-            await page.get_by_text("Requeued: queued.").wait_for()
-            assert await page.get_by_text("Retry with <b>care</b>").count() == 1
-            await page.screenshot(path=SHOTS / f"task-admin-{dialect}.png", full_page=True)
+        await login(page, base, secrets["admin"])
+        await page.goto(f"{base}/ui/tasks/{failed.task_id}")
+        await page.fill("form[action$='/requeue'] input[name=reason]", "flaky")
+        await page.fill("form[action$='/requeue'] textarea[name=feedback]", "Retry with <b>care</b>")
+        await page.click("form[action$='/requeue'] button")
+        await page.get_by_text("Requeued: queued.").wait_for()
+        assert await page.get_by_text("Retry with <b>care</b>").count() == 1
+        await page.screenshot(path=SHOTS / f"task-admin-{dialect}.png", full_page=True)
 
-            assert await tokens.revoke_token(core, "admin-1")
-            await page.goto(base + "/ui/")
-            assert "/ui/login" in page.url  # revocation ended the session
-            assert dialogs == []
-        finally:
-            await core.db.dispose()
+        assert await tokens.revoke_token(core, "admin-1")
+        await page.goto(base + "/ui/")
+        assert "/ui/login" in page.url  # revocation ended the session
+        assert dialogs == []
 
 
 async def test_eight_tabs_of_one_browser_all_load_and_all_update_live(
@@ -239,30 +227,24 @@ async def test_eight_tabs_of_one_browser_all_load_and_all_update_live(
     never loaded. The tabs of one browser share one stream, so eight all load, all go live and all show
     a change; closing the tab that holds the stream hands it to another."""
     settings = make_settings()
-    async with serving(settings) as (base, _mcp):
-        core = Core.build(settings)
-        try:
-            context = await browser.new_context()
-            tabs = []
-            for n in range(8):
-                tab = await context.new_page()
-                tab.set_default_timeout(WAIT_MS)
-                response = await tab.goto(f"{base}/ui/queue?tab={n}")
-                assert response is not None
-                assert response.status == 200
-                tabs.append(tab)
-            for tab in tabs:
-                await live(tab)
-            await intake.enqueue_task(core, ADMIN, objective="Seen in every tab", operation="docs", target_repo="a/b")
-            for tab in tabs:
-                await tab.get_by_text("Seen in every tab").wait_for()
+    async with serving(settings) as (base, _mcp), built_core(settings) as core:
+        context = await browser.new_context()
+        tabs = []
+        for n in range(8):
+            tab = await context.new_page()
+            tab.set_default_timeout(WAIT_MS)
+            response = await tab.goto(f"{base}/ui/queue?tab={n}")
+            assert response is not None
+            assert response.status == 200
+            tabs.append(tab)
+        for tab in tabs:
+            await live(tab)
+        await intake.enqueue_task(core, ADMIN, objective="Seen in every tab", operation="docs", target_repo="a/b")
+        for tab in tabs:
+            await tab.get_by_text("Seen in every tab").wait_for()
 
-            await tabs[0].close()  # the first tab opened the stream: another takes it over
-            await intake.enqueue_task(
-                core, ADMIN, objective="Seen after a tab left", operation="docs", target_repo="a/b"
-            )
-            for tab in tabs[1:]:
-                await tab.get_by_text("Seen after a tab left").wait_for()
-            await context.close()
-        finally:
-            await core.db.dispose()
+        await tabs[0].close()  # the first tab opened the stream: another takes it over
+        await intake.enqueue_task(core, ADMIN, objective="Seen after a tab left", operation="docs", target_repo="a/b")
+        for tab in tabs[1:]:
+            await tab.get_by_text("Seen after a tab left").wait_for()
+        await context.close()

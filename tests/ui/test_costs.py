@@ -17,6 +17,7 @@ from server.core.claims import queue, work
 from server.core.missions import budget, plan
 from server.core.review import completion, reviews
 from server.core.service import Core
+from tests.core.helpers import built_core
 from tests.support.serving import running, serving
 from tests.ui.test_pages import ADMIN, AGENT, DIFF, SCRIPT, asgi
 
@@ -92,11 +93,8 @@ async def test_the_cost_pages_render_in_a_browser(make_settings: Callable[..., S
     SHOTS.mkdir(exist_ok=True)
     settings = make_settings(review_auto_approve=False)
     async with serving(settings) as (base, _mcp):
-        core = Core.build(settings)
-        try:
+        async with built_core(settings) as core:
             ids = await costly_scene(core)
-        finally:
-            await core.db.dispose()
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             try:
