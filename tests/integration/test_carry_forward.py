@@ -17,8 +17,7 @@ from server.core.integration import integrator
 from server.core.operators.claims import expire_claim
 from server.core.review import reviews
 from tests.core.helpers import ADMIN, ALICE, BOB
-from tests.git.repo import Work
-from tests.integration.test_merge_queue import HOLDER, collide, commit_in, finish, make_core, one_local_task
+from tests.integration.test_merge_queue import HOLDER, commit_in, conflicted, finish, one_local_task
 
 pytestmark = pytest.mark.anyio
 
@@ -86,10 +85,7 @@ async def test_a_reviewed_attempt_is_built_on_by_the_next_round(
 async def test_a_conflicted_task_starts_again_from_the_current_target(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    async with make_core(make_settings) as core:
-        hit = await collide(core, work)
-        assert await integrator.integrate_waiting(core, HOLDER) == 2
+    async with conflicted(make_settings, tmp_path) as (work, core, hit):
         space = (await queue.claim_task(core, ALICE, hit.two)).workspace
         assert space is not None
         assert space.continues_run is None

@@ -19,6 +19,7 @@ from server.core.claims import queue
 from server.core.integration import integrator
 from server.core.missions import plan, status
 from server.core.operators import actions, observe, pages
+from server.core.results import Workspace
 from server.core.review import completion
 from server.core.service import Core
 from server.db import integrations
@@ -57,6 +58,22 @@ async def local_task(core: Core, work: Work, **overrides: Any) -> str:
         "acceptance_criteria": [],
     }
     return await enqueue(core, **(fields | overrides))
+
+
+@asynccontextmanager
+async def claimed_in_myorg(
+    make_settings: Callable[..., Settings], location: str
+) -> AsyncIterator[tuple[Core, str, Workspace]]:
+    """A Core whose myorg/ repositories are at `location` (writable), and a task on myorg/api's main that ALICE
+    claimed: (core, task_id, its workspace)."""
+    settings = {"repos": [f"myorg/={location}"], "repos_writable": ["myorg/"]}
+    async with make_core(make_settings, **settings) as core:
+        task_id = await enqueue(
+            core, target_repo="myorg/api", target_ref="main", target_path="src", acceptance_criteria=[]
+        )
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        yield core, task_id, space
 
 
 def commit_in(workspace: dict[str, Any], name: str, text: str, message: str = "change") -> str:
@@ -105,6 +122,26 @@ async def collide(
     return Collision(one, two, b, await finish(core, BOB, two))
 
 
+@asynccontextmanager
+async def conflicted(
+    make_settings: Callable[..., Settings], tmp_path: Path, **overrides: Any
+) -> AsyncIterator[tuple[Work, Core, Collision]]:
+    """Two colliding tasks (`collide`) integrated, with a Core on `overrides`: the first merged, the second's
+    conflict caught. (work, core, the collision)."""
+    work = Work(tmp_path / "repo")
+    async with make_core(make_settings, **overrides) as core:
+        hit = await collide(core, work)
+        assert await integrator.integrate_waiting(core, HOLDER) == 2
+        yield work, core, hit
+
+
+async def merged_when_freed(core: Core, work: Work) -> None:
+    """What held `src/new.py` ("n = 1") back is gone: the next pass merges it, and the checkout is left clean."""
+    assert await integrator.integrate_waiting(core, HOLDER) == 1
+    assert (work.path / "src" / "new.py").read_text() == "n = 1\n"
+    assert work.git("status", "--porcelain") == ""
+
+
 async def test_approved_work_reaches_main_and_the_users_checkout_stays_clean(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
@@ -145,11 +182,8 @@ async def test_approved_work_reaches_main_and_the_users_checkout_stays_clean(
 async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    async with make_core(make_settings) as core:
-        hit = await collide(core, work)
+    async with conflicted(make_settings, tmp_path) as (work, core, hit):
         two, b, second = hit.two, hit.workspace, hit.second
-        assert await integrator.integrate_waiting(core, HOLDER) == 2
         merged_main = work.head("main")
         # The run's jct:// page says it too.
         page = render.run_page(await pages.run_page(core, second.run_id))
@@ -201,9 +235,7 @@ async def test_a_checkout_with_uncommitted_changes_is_never_overwritten(
         assert "README.md" in stuck.items[0].reason
 
         work.git("checkout", "--", "README.md")
-        assert await integrator.integrate_waiting(core, HOLDER) == 1
-        assert (work.path / "src" / "new.py").read_text() == "n = 1\n"
-        assert work.git("status", "--porcelain") == ""
+        await merged_when_freed(core, work)
 
 
 async def test_a_bare_repository_is_moved_by_compare_and_swap_and_a_moved_target_is_replayed(
@@ -211,13 +243,7 @@ async def test_a_bare_repository_is_moved_by_compare_and_swap_and_a_moved_target
 ) -> None:
     source = Work(tmp_path / "source")
     bare = bare_clone(source.path, tmp_path / "git" / "api.git")
-    settings = {"repos": [f"myorg/={tmp_path / 'git'}"], "repos_writable": ["myorg/"]}
-    async with make_core(make_settings, **settings) as core:
-        task_id = await enqueue(
-            core, target_repo="myorg/api", target_ref="main", target_path="src", acceptance_criteria=[]
-        )
-        space = (await queue.claim_task(core, ALICE, task_id)).workspace
-        assert space is not None
+    async with claimed_in_myorg(make_settings, str(tmp_path / "git")) as (core, task_id, space):
         assert space.path is not None
         commit_in(space.model_dump(), "src/app.py", "print('hello')\n")
         await finish(core, ALICE, task_id)
@@ -365,13 +391,7 @@ async def test_a_remote_agent_pushes_its_branch_and_jct_pushes_main_never_forced
     source = Work(tmp_path / "source")
     remote = bare_clone(source.path, tmp_path / "remote" / "api.git")
     first = git(remote, "rev-parse", "main")
-    settings = {"repos": [f"myorg/=file://{tmp_path / 'remote'}"], "repos_writable": ["myorg/"]}
-    async with make_core(make_settings, **settings) as core:
-        task_id = await enqueue(
-            core, target_repo="myorg/api", target_ref="main", target_path="src", acceptance_criteria=[]
-        )
-        space = (await queue.claim_task(core, ALICE, task_id)).workspace
-        assert space is not None
+    async with claimed_in_myorg(make_settings, f"file://{tmp_path / 'remote'}") as (core, task_id, space):
         assert space.path is None  # a remote agent's workspace is the branch
         assert git(remote, "rev-parse", space.branch) == first
         clone = tmp_path / "agent"
@@ -412,18 +432,14 @@ async def test_a_stale_lock_in_the_checkout_makes_the_integration_wait_and_say_s
         assert [item.kind for item in (await actions.list_stuck(core)).items] == ["integration_waiting"]
 
         lock.unlink()
-        assert await integrator.integrate_waiting(core, HOLDER) == 1
-        assert (work.path / "src" / "new.py").read_text() == "n = 1\n"
-        assert work.git("status", "--porcelain") == ""
+        await merged_when_freed(core, work)
 
 
 async def test_a_conflict_at_the_last_round_fails_the_task_for_a_person(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    work = Work(tmp_path / "repo")
-    async with make_core(make_settings, max_review_rounds=1) as core:
-        two = (await collide(core, work)).two
-        assert await integrator.integrate_waiting(core, HOLDER) == 2
+    async with conflicted(make_settings, tmp_path, max_review_rounds=1) as (_work, core, hit):
+        two = hit.two
         view = await observe.get_task(core, two)
         assert view.integration is not None
         assert view.integration.status == "conflict"
