@@ -53,6 +53,16 @@ class Work:
     def checkout(self, *args: str) -> None:
         git(self.path, "checkout", "--quiet", *args)
 
+    def diverge(self, run: tuple[str, str], main: tuple[str, str]) -> tuple[str, str]:
+        """From main's tip, a branch `run` whose one commit writes `run` (name, text), and main moved on by one
+        commit writing `main`; main is checked out again. (the run's head, main's new tip)."""
+        self.checkout("-b", "run")
+        self.write(*run)
+        head = self.commit("the run's change")
+        self.checkout("main")
+        self.write(*main)
+        return head, self.commit("main moves")
+
     def status(self) -> str:
         return git(self.path, "status", "--porcelain")
 

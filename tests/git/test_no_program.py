@@ -167,12 +167,7 @@ async def test_no_hook_runs_while_jct_integrates(tmp_path: Path) -> None:
     base = work.head()
     remote = tmp_path / "remote.git"
     git(tmp_path, "clone", "--quiet", "--bare", str(work.path), str(remote))
-    work.git("checkout", "--quiet", "-b", "run")
-    work.write("src/app.py", "print('run')\n")
-    head = work.commit("the run's change")
-    work.git("checkout", "--quiet", "main")
-    work.write("README.md", "moved\n")
-    onto = work.commit("main moves")
+    head, onto = work.diverge(("src/app.py", "print('run')\n"), ("README.md", "moved\n"))
     work.git("config", "commit.gpgSign", "true")
     work.git("config", "gpg.program", "false")  # signing would fail every commit: none is signed
     ran = hooks(tmp_path, work)
@@ -207,12 +202,7 @@ async def test_a_merge_driver_never_runs_a_file_both_sides_changed_is_a_conflict
     work.write(".gitattributes", "*.txt merge=evil\n")
     work.write("notes.txt", "one\ntwo\nthree\n")
     base = work.commit("notes")
-    work.git("checkout", "--quiet", "-b", "run")
-    work.write("notes.txt", "one\ntwo\nthree, run\n")
-    head = work.commit("run")
-    work.git("checkout", "--quiet", "main")
-    work.write("notes.txt", "one, main\ntwo\nthree\n")
-    onto = work.commit("main")
+    head, onto = work.diverge(("notes.txt", "one\ntwo\nthree, run\n"), ("notes.txt", "one, main\ntwo\nthree\n"))
     work.git("config", "merge.evil.driver", f"{driver} %O %A %B")
 
     for strategy in ("rebase", "merge", "squash"):
