@@ -63,6 +63,22 @@ async def stdio_claim(
         yield server, agent, claimed
 
 
+@asynccontextmanager
+async def http_claim(
+    settings: Settings, database_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[Server, Server, ProcessAgent, dict[str, Any]]]:
+    """A task enqueued, two servers, and an agent whose legacy HTTP session (with its GET event stream) on the
+    first claimed the task: (first, second, agent, its claim)."""
+    task_id = await enqueue(settings)
+    async with (
+        world(database_url, tmp_path, count=2) as (_env, (first, second)),
+        process_agent(first.mcp_url, LEGACY, tmp_path) as agent,
+    ):
+        claimed = await agent.call("jct_claim_next")
+        assert claimed["task_id"] == task_id, claimed
+        yield first, second, agent, claimed
+
+
 async def enqueue(settings: Settings, budget: int = 3600) -> str:
     core = Core.build(settings)
     try:
@@ -203,18 +219,13 @@ async def test_an_http_session_s_claim_is_held_by_its_server_while_its_stream_is
     """Two servers on one database: the agent's legacy session (with its GET event stream) is on the first,
     which renews its claim; the other agent claims through the second, whose sweeper sees only the lease. When
     the agent is killed its stream drops, and the claim comes back after the short lease."""
-    task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with (
-            world(database_url, tmp_path, count=2) as (_env, (first, second)),
-            process_agent(first.mcp_url, LEGACY, tmp_path) as agent,
-        ):
-            claimed = await agent.call("jct_claim_next")
+        async with http_claim(make_settings(), database_url, tmp_path) as (_first, second, agent, claimed):
             await anyio.sleep(IDLE_SECONDS)
             async with Client(second.mcp_url, mode=MODERN) as other:
                 await nothing_to_claim(other)
                 await agent.kill()
-                await claim_back(other, task_id)
+                await claim_back(other, claimed["task_id"])
     run = await run_of(make_settings(), claimed["run_id"])
     assert run["status"] == "expired"
 
@@ -237,14 +248,8 @@ async def test_a_server_stopped_with_sigterm_hands_its_held_claims_the_long_leas
 ) -> None:
     """A replica that stops (SIGTERM) outlives none of its sessions, but their agents live on and reconnect to
     another replica: the claims it renewed get JCT_LEASE_SECONDS before it exits, not the lapse of a dead one."""
-    task_id = await enqueue(make_settings())
     with anyio.fail_after(LIMIT):
-        async with (
-            world(database_url, tmp_path, count=2) as (_env, (first, second)),
-            process_agent(first.mcp_url, LEGACY, tmp_path) as agent,
-        ):
-            claimed = await agent.call("jct_claim_next")
-            assert claimed["task_id"] == task_id
+        async with http_claim(make_settings(), database_url, tmp_path) as (first, second, _agent, claimed):
             first.process.terminate()
             await first.process.wait()
             await anyio.sleep(3 * LIVE_LEASE)
