@@ -285,42 +285,57 @@ async def task_status(make_settings: Callable[..., Settings], task_id: str) -> s
         await core.db.dispose()
 
 
+@dataclass
+class HeldBack:
+    """A model that claims a task and ends its turn holding it (saying `stopping`); shown the `hook` hook's block,
+    which names the task and run, it releases the claim (for `reason`), then says what became of the task."""
+
+    hook: str
+    stopping: str
+    reason: str
+    claim: dict[str, Any] = field(default_factory=dict)
+    model: ScriptedModel | None = None
+
+    def steps(self) -> list[Step]:
+        return [self.claim_next, self.stop, self.release, self.released]
+
+    def claim_next(self, previous: ToolResult | None) -> Answer:
+        assert self.model is not None
+        return ToolUse(tool_named(self.model, "jct_claim_next"), {})
+
+    def stop(self, previous: ToolResult | None) -> Answer:
+        self.claim.update(ok(previous))
+        return Reply(self.stopping)
+
+    def release(self, previous: ToolResult | None) -> Answer:
+        assert self.model is not None
+        seen = request_text(self.model.body)
+        assert HELD in seen, f"the {self.hook} hook's block reaches the model"
+        assert f"{self.claim['task_id']} (run_id {self.claim['run_id']})" in seen
+        args = {"task_id": self.claim["task_id"], "run_id": self.claim["run_id"], "reason": self.reason}
+        return ToolUse(tool_named(self.model, "jct_release_task"), args)
+
+    def released(self, previous: ToolResult | None) -> Answer:
+        return Reply(f"Released: {ok(previous)['task_status']}.")
+
+
 async def test_a_session_told_to_stop_while_it_holds_a_claim_is_held_back(
     claude_code: ClaudeCode, jct_env: dict[str, str], make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
     """Told to stop right after claiming, the session ends its turn; the Stop hook blocks it, naming the task and
     run, and the model, shown that, releases the claim; then it may stop."""
     task_id = await enqueued(make_settings)
-    claim: dict[str, Any] = {}
-    model_ref: list[ScriptedModel] = []
-
-    def stop_now(result: ToolResult | None) -> Answer:
-        claim.update(ok(result))
-        return Reply("Stopping, as you asked.")
-
-    def release(result: ToolResult | None) -> Answer:
-        seen = request_text(model_ref[0].body)
-        assert HELD in seen, "the Stop hook's block reaches the model"
-        assert f"{claim['task_id']} (run_id {claim['run_id']})" in seen
-        args = {"task_id": claim["task_id"], "run_id": claim["run_id"], "reason": "Told to stop."}
-        return ToolUse(tool_named(model_ref[0], "jct_release_task"), args)
-
-    steps: list[Step] = [
-        lambda result: ToolUse(tool_named(model_ref[0], "jct_claim_next"), {}),
-        stop_now,
-        release,
-        lambda result: Reply(f"Released: {ok(result)['task_status']}."),
-    ]
+    held = HeldBack("Stop", "Stopping, as you asked.", "Told to stop.")
     with anyio.fail_after(LIMIT):
-        async with scripted_model(steps) as (model, model_url):
-            model_ref.append(model)
+        async with scripted_model(held.steps()) as (model, model_url):
+            held.model = model
             run = await local_session(
                 claude_code, model_url, local_plugin_env(jct_env, tmp_path), "Claim a JCT task, then stop."
             )
     assert model.errors == [], "\n".join(model.errors)
     assert [r.step for r in model.main_requests()] == [0, 1, 2, 3], run.explain()
     assert run.json()["result"] == "Released: queued.", run.explain()
-    assert claim["task_id"] == task_id
+    assert held.claim["task_id"] == task_id
     assert await task_status(make_settings, task_id) == "queued"
     assert claude_code.egress.attempts == []
 
@@ -403,34 +418,22 @@ async def test_the_jct_worker_subagent_is_held_back_by_its_own_stop_hook(
     """The main session hands the queue to the plugin's jct-worker subagent; the subagent claims a task and would
     stop holding it: SubagentStop blocks it (from the subagent's own transcript), it releases the claim."""
     task_id = await enqueued(make_settings)
-    claim: dict[str, Any] = {}
-    model_ref: list[ScriptedModel] = []
-
-    def stop_now(result: ToolResult | None) -> Answer:
-        claim.update(ok(result))
-        return Reply("Stopping here.")
-
-    def release(result: ToolResult | None) -> Answer:
-        assert HELD in request_text(model_ref[0].body), "the SubagentStop hook's block reaches the subagent"
-        args = {"task_id": claim["task_id"], "run_id": claim["run_id"], "reason": "Handing it back."}
-        return ToolUse(tool_named(model_ref[0], "jct_release_task"), args)
-
-    worker: list[Step] = [
-        lambda result: ToolUse(tool_named(model_ref[0], "jct_claim_next"), {}),
-        stop_now,
-        release,
-        lambda result: Reply(f"Released: {ok(result)['task_status']}."),
-    ]
+    held = HeldBack("SubagentStop", "Stopping here.", "Handing it back.")
     hand_over = {"subagent_type": "jct-local:jct-worker", "description": "Work the JCT queue"}
+
+    def told_it_is_done(result: ToolResult | None) -> Answer:
+        assert held.model is not None
+        return Reply("The worker is done." if "Released: queued." in request_text(held.model.body) else "?")
+
     # The subagent runs in the background: the main turn ends, and Claude Code tells it when the subagent is done.
     steps: list[Step] = [
         ToolUse("Agent", hand_over | {"prompt": "Work the JCT queue."}),
         Reply("The worker is at it."),
-        lambda result: Reply("The worker is done." if "Released: queued." in request_text(model_ref[0].body) else "?"),
+        told_it_is_done,
     ]
     with anyio.fail_after(LIMIT):
-        async with scripted_model(steps, {"You are a JCT worker": worker}) as (model, model_url):
-            model_ref.append(model)
+        async with scripted_model(steps, {"You are a JCT worker": held.steps()}) as (model, model_url):
+            held.model = model
             run = await local_session(
                 claude_code,
                 model_url,
@@ -441,5 +444,5 @@ async def test_the_jct_worker_subagent_is_held_back_by_its_own_stop_hook(
     assert model.errors == [], "\n".join(model.errors)
     assert [r.step for r in model.requests if r.kind == "subagent"] == [0, 1, 2, 3], run.explain()
     assert run.json()["result"] == "The worker is done.", run.explain()
-    assert claim["task_id"] == task_id
+    assert held.claim["task_id"] == task_id
     assert await task_status(make_settings, task_id) == "queued"
