@@ -43,12 +43,14 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # Four workers on two cores: the suite waits on processes (servers, Claude Code, Chromium, leases running out)
-# about as much as it computes; four finished it in 20 min where two took 27, and six were slower than four
-# (docs/development.md).
+# about as much as it computes (docs/development.md).
 unit: $(STAMP)
 	$(BIN)/python -m pytest -n 4 --dist loadgroup
 
-test: lint typecheck unit
+# Lint first (seconds, and the commonest failure); then mypy beside pytest, whose workers leave a core idle
+# often enough to take mypy's cold run (docs/development.md).
+test: lint
+	$(MAKE) --no-print-directory -j2 typecheck unit
 
 # The whole suite (bench/suite.py, about 25 minutes on 2 cores): writes bench/RESULTS.md and bench/results/.
 bench: $(BENCH_STAMP)
