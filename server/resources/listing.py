@@ -129,7 +129,7 @@ async def list_page(core: Core, fixed: list[MCPResource], cursor: str | None, pa
             _resource(
                 uris.workflow(w.name),
                 f"Workflow: {w.name}",
-                f"{headline(w.summary, NAME_CHARS)} · steps {' → '.join(st['id'] for st in w.steps)} · v{w.version}",
+                f"{headline(w.summary, NAME_CHARS)} · steps {' → '.join(st.id for st in w.steps)} · v{w.version}",
             )
             for w in core.workflows.catalog().workflows.values()
         ]

@@ -18,39 +18,37 @@ def workflow_page(workflow: Workflow) -> str:
         "## Inputs",
     ]
     inputs = [
-        f"{i['name']}{' (required)' if i.get('required') else ''}"
-        + (f": {i['description']}" if i.get("description") else "")
-        + (f" (default: {i['default']})" if "default" in i else "")
+        f"{i.name}{' (required)' if i.required else ''}"
+        + (f": {i.description}" if i.description else "")
+        + (f" (default: {i.default})" if i.default is not None else "")
         for i in workflow.inputs
     ]
     lines += bullets(inputs, 400) if inputs else ["None."]
     lines += ["", "## Steps"]
     for step in workflow.steps:
-        gate = step.get("gate", {})
-        waits = ", ".join(step.get("depends_on", [])) or "nothing"
+        gate = step.gate
+        waits = ", ".join(step.depends_on) or "nothing"
         lines += [
             "",
-            f"### {line(step['id'], 64)} ({step['operation']})",
+            f"### {line(step.id, 64)} ({step.operation})",
             "",
-            f"Objective: {line(step['objective'], 300)}",
-            f"Waits for: {waits}. Review: {gate.get('review', 'auto')}"
+            f"Objective: {line(step.objective, 300)}",
+            f"Waits for: {waits}. Review: {gate.review}"
             + (
-                f", {gate['max_rounds']} review(s) may ask for changes, the last failing the task"
-                if "max_rounds" in gate
+                f", {gate.max_rounds} review(s) may ask for changes, the last failing the task"
+                if gate.max_rounds is not None
                 else ""
             )
             + ".",
         ]
-        if step.get("instructions"):
-            lines += ["", f"Instructions: {line(step['instructions'], 2000)}"]
+        if step.instructions:
+            lines += ["", f"Instructions: {line(step.instructions, 2000)}"]
         outputs = [
-            f"{o['name']} ({o['type']}{'' if o.get('required', True) else ', optional'})"
-            + (f": {o['description']}" if o.get("description") else "")
-            for o in step.get("outputs", [])
+            f"{o.name} ({o.type}{'' if o.required else ', optional'})" + (f": {o.description}" if o.description else "")
+            for o in step.outputs
         ]
         if outputs:
             lines += ["", "Outputs (artifacts titled exactly so):", *bullets(outputs, 400)]
-        criteria = step.get("acceptance_criteria", [])
-        if criteria:
-            lines += ["", "Acceptance criteria:", *bullets(criteria, 400)]
+        if step.acceptance_criteria:
+            lines += ["", "Acceptance criteria:", *bullets(step.acceptance_criteria, 400)]
     return "\n".join(lines) + "\n"

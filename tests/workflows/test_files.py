@@ -46,7 +46,7 @@ def test_the_shipped_workflows_load_and_match_the_published_schema() -> None:
         assert workflow.shipped
         assert len(workflow.version) == 12
         jsonschema.Draft202012Validator(schema()).validate(workflow.definition)
-    feature = [step["id"] for step in catalog.workflows["feature"].steps]
+    feature = [step.id for step in catalog.workflows["feature"].steps]
     assert feature == ["spec", "implement", "review", "docs"]
 
 
@@ -56,7 +56,9 @@ def test_a_good_file_loads_with_a_version_that_follows_its_content(tmp_path: Pat
     first = read(path)
     assert not isinstance(first, list)
     assert first.name == "tiny"
-    assert first.steps[0]["outputs"] == [{"name": "page", "type": "doc"}]
+    assert first.definition["steps"][0]["outputs"] == [{"name": "page", "type": "doc"}]
+    (output,) = first.steps[0].outputs
+    assert (output.name, output.type, output.required, output.schema_) == ("page", "doc", True, None)
     path.write_text(GOOD.replace("One step", "One small step"))
     second = read(path)
     assert not isinstance(second, list)

@@ -28,6 +28,7 @@ import yaml
 from server.core.briefings.paths import check_touches
 from server.core.missions import dag
 from server.core.models import check_text
+from server.db.records import Frozen, Gate, StepOutput
 from server.errors import ErrorCode, JctError
 
 log = logging.getLogger("jct.workflows")
@@ -57,25 +58,63 @@ class Problem:
         return f"{self.file}:{self.line}: {self.reason}"
 
 
+class Input(Frozen):
+    """An input the caller gives; `{name}` in a step's text is replaced by its value."""
+
+    name: str
+    description: str | None = None
+    required: bool = False
+    default: str | None = None  # None: the file gives none (an input left out is then empty)
+
+
+class Output(StepOutput):
+    """An output a step declares, as the file says it (a task keeps it without `description`)."""
+
+    description: str | None = None
+
+
+class WorkflowStep(Frozen):
+    """A step of a workflow file: one task of the mission a start makes. None: the start's own value."""
+
+    id: str
+    operation: str
+    objective: str
+    depends_on: tuple[str, ...] = ()
+    instructions: str = ""
+    acceptance_criteria: tuple[str, ...] = ()
+    priority: str | None = None
+    time_budget_seconds: int = 3600
+    target_path: str | None = None
+    touches: tuple[str, ...] | None = None  # None: its target_path (DESIGN section 16)
+    outputs: tuple[Output, ...] = ()
+    gate: Gate = Gate()
+    doctrine: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Workflow:
     name: str
     version: str  # the first 12 hex digits of the file's sha256
     source: str  # the file it came from
     shipped: bool
-    definition: dict[str, Any]
+    definition: dict[str, Any]  # the file as read (what the schema checked)
+    summary: str
+    inputs: tuple[Input, ...]
+    steps: tuple[WorkflowStep, ...]
 
-    @property
-    def summary(self) -> str:
-        return str(self.definition["summary"])
-
-    @property
-    def inputs(self) -> list[dict[str, Any]]:
-        return list(self.definition.get("inputs", []))
-
-    @property
-    def steps(self) -> list[dict[str, Any]]:
-        return list(self.definition["steps"])
+    @classmethod
+    def of(cls, definition: dict[str, Any], version: str, source: str, shipped: bool) -> Workflow:
+        """A file that passed `check`, typed once."""
+        return cls(
+            name=str(definition["name"]),
+            version=version,
+            source=source,
+            shipped=shipped,
+            definition=definition,
+            summary=str(definition["summary"]),
+            inputs=tuple(Input.model_validate(item) for item in definition.get("inputs", [])),
+            steps=tuple(WorkflowStep.model_validate(step) for step in definition["steps"]),
+        )
 
 
 # A workflow's name is at most this long (its schema's pattern).
@@ -144,8 +183,7 @@ def read(path: Path, *, shipped: bool = False) -> Workflow | list[Problem]:
     if problems:
         return problems
     assert isinstance(data, dict)
-    version = hashlib.sha256(raw).hexdigest()[:12]
-    return Workflow(str(data["name"]), version, name, shipped, data)
+    return Workflow.of(data, hashlib.sha256(raw).hexdigest()[:12], name, shipped)
 
 
 def parse(text: str) -> tuple[Any, dict[Path_, int]]:
@@ -280,19 +318,18 @@ def _texts(step: Mapping[str, Any]) -> Iterator[tuple[Path_, str]]:
         yield ("acceptance_criteria", n), criterion
 
 
-def levels(steps: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def levels(steps: Sequence[WorkflowStep]) -> dict[str, int]:
     """Each step's topological level: 0 without dependencies, else one past its deepest dependency."""
-    by_id = {step["id"]: step for step in steps}
+    by_id = {step.id: step for step in steps}
     level: dict[str, int] = {}
 
     def of(step_id: str) -> int:
         if step_id not in level:
-            deps = by_id[step_id].get("depends_on", [])
-            level[step_id] = 1 + max((of(dep) for dep in deps), default=-1)
+            level[step_id] = 1 + max((of(dep) for dep in by_id[step_id].depends_on), default=-1)
         return level[step_id]
 
     for step in steps:
-        of(step["id"])
+        of(step.id)
     return level
 
 

@@ -16,9 +16,9 @@ from server.core.missions import plan as missions
 from server.core.models import Actor, Limits, check_text
 from server.core.service import Core
 from server.core.text import one_line
-from server.core.workflows.definitions import Catalog, Workflow, fill, levels
+from server.core.workflows.definitions import Catalog, Workflow, WorkflowStep, fill, levels
 from server.db import missions as q
-from server.db.records import Gate, Step, StepOutput
+from server.db.records import Step, StepOutput
 from server.errors import invalid
 
 MAX_INPUTS = 20
@@ -46,8 +46,8 @@ def summary(workflow: Workflow) -> r.WorkflowSummary:
         name=workflow.name,
         version=workflow.version,
         summary=workflow.summary,
-        inputs=[r.WorkflowInput.model_validate(item) for item in workflow.inputs],
-        steps=[step["id"] for step in workflow.steps],
+        inputs=[r.WorkflowInput.model_validate(item.model_dump()) for item in workflow.inputs],
+        steps=[step.id for step in workflow.steps],
     )
 
 
@@ -59,14 +59,14 @@ def check_inputs(workflow: Workflow, inputs: object) -> dict[str, str]:
         raise invalid("inputs must be an object of input names to text.", f"Send e.g. {_example(workflow)}.")
     if len(inputs) > MAX_INPUTS:
         raise invalid(f"{len(inputs)} inputs; the limit is {MAX_INPUTS}.", "Send only the workflow's inputs.")
-    declared = {item["name"]: item for item in workflow.inputs}
+    declared = {item.name: item for item in workflow.inputs}
     unknown = sorted(str(name)[:64] for name in inputs if name not in declared)
     if unknown:
         raise invalid(
             f"Workflow {workflow.name!r} has no input(s) {', '.join(unknown)}.",
             f"Its inputs are: {', '.join(declared) or 'none'}.",
         )
-    missing = [name for name, item in declared.items() if item.get("required") and name not in inputs]
+    missing = [name for name, item in declared.items() if item.required and name not in inputs]
     if missing:
         raise invalid(
             f"Workflow {workflow.name!r} needs the input(s) {', '.join(missing)}.", f"Send e.g. {_example(workflow)}."
@@ -74,42 +74,37 @@ def check_inputs(workflow: Workflow, inputs: object) -> dict[str, str]:
     values: dict[str, str] = {}
     for name, item in declared.items():
         if name in inputs:
-            values[name] = check_text(
-                inputs[name], f"inputs.{name}", Limits.OBJECTIVE, required=bool(item.get("required"))
-            )
+            values[name] = check_text(inputs[name], f"inputs.{name}", Limits.OBJECTIVE, required=item.required)
         else:
-            values[name] = str(item.get("default", ""))
+            values[name] = item.default or ""
     return values
 
 
 def _example(workflow: Workflow) -> str:
-    wanted = [item["name"] for item in workflow.inputs if item.get("required")] or [
-        item["name"] for item in workflow.inputs[:1]
-    ]
+    wanted = [item.name for item in workflow.inputs if item.required] or [item.name for item in workflow.inputs[:1]]
     return "{" + ", ".join(f'"{name}": "..."' for name in wanted) + "}"
 
 
-def step_record(workflow: Workflow, step: Mapping[str, Any], max_rounds: int) -> dict[str, Any]:
+def step_record(workflow: Workflow, step: WorkflowStep, max_rounds: int) -> dict[str, Any]:
     """What a task keeps of its step: enough for the prover (outputs) and the review (gate), fixed at start."""
-    gate = Gate.model_validate(step.get("gate", {}))
     record = Step(
         workflow=workflow.name,
         version=workflow.version,
-        step=step["id"],
-        depends_on=tuple(step.get("depends_on", [])),
+        step=step.id,
+        depends_on=step.depends_on,
         outputs=tuple(
             StepOutput.model_validate(
                 {
-                    "name": output["name"],
-                    "type": output["type"],
-                    "required": output.get("required", True),
-                    **({"schema": output["schema"]} if "schema" in output else {}),
+                    "name": output.name,
+                    "type": output.type,
+                    "required": output.required,
+                    **({"schema": output.schema_} if output.schema_ is not None else {}),
                 }
             )
-            for output in step.get("outputs", [])
+            for output in step.outputs
         ),
-        review=gate.review,
-        max_rounds=max_rounds if gate.max_rounds is None else gate.max_rounds,
+        review=step.gate.review,
+        max_rounds=max_rounds if step.gate.max_rounds is None else step.gate.max_rounds,
     )
     return record.stored()
 
@@ -127,26 +122,25 @@ def plan(
     level = levels(workflow.steps)
     phases: list[dict[str, Any]] = [{"name": "", "tasks": []} for _ in range(max(level.values()) + 1)]
     for step in workflow.steps:
-        instructions = fill(step.get("instructions", ""), values)
-        outputs = step.get("outputs", [])
-        if outputs:
-            listed = ", ".join(f"{o['name']} ({o['type']})" for o in outputs if o.get("required", True))
-            instructions += f"\n\nReport as artifacts titled exactly: {listed}." if listed else ""
-        phases[level[step["id"]]]["tasks"].append(
+        instructions = fill(step.instructions, values)
+        listed = ", ".join(f"{o.name} ({o.type})" for o in step.outputs if o.required)
+        if listed:
+            instructions += f"\n\nReport as artifacts titled exactly: {listed}."
+        phases[level[step.id]]["tasks"].append(
             {
-                "key": step["id"],
-                "objective": fill(step["objective"], values),
-                "operation": step["operation"],
+                "key": step.id,
+                "objective": fill(step.objective, values),
+                "operation": step.operation,
                 "target_repo": target_repo,
                 "target_ref": target_ref,
-                "target_path": step.get("target_path", target_path),
-                "priority": step.get("priority", priority),
-                "time_budget_seconds": step.get("time_budget_seconds", 3600),
-                "acceptance_criteria": [fill(c, values) for c in step.get("acceptance_criteria", [])],
+                "target_path": target_path if step.target_path is None else step.target_path,
+                "priority": step.priority or priority,
+                "time_budget_seconds": step.time_budget_seconds,
+                "acceptance_criteria": [fill(c, values) for c in step.acceptance_criteria],
                 "context_summary": instructions.strip(),
-                "depends_on": list(step.get("depends_on", [])),
-                **({"doctrine": list(step["doctrine"])} if step.get("doctrine") else {}),
-                **({"touches": list(step["touches"])} if "touches" in step else {}),
+                "depends_on": list(step.depends_on),
+                **({"doctrine": list(step.doctrine)} if step.doctrine else {}),
+                **({"touches": list(step.touches)} if step.touches is not None else {}),
             }
         )
     for phase in phases:
@@ -172,7 +166,7 @@ async def start_workflow(
         workflow, values, target_repo=target_repo, target_ref=target_ref, target_path=target_path, priority=priority
     )
     max_rounds = core.settings.max_review_rounds
-    steps = {step["id"]: step_record(workflow, step, max_rounds) for step in workflow.steps}
+    steps = {step.id: step_record(workflow, step, max_rounds) for step in workflow.steps}
     first = next((value for value in values.values() if value.strip()), "")
     title = f"{workflow.name}: {one_line(first, 120)}" if first else workflow.name
     goal = workflow.summary + "".join(f"\n{key}: {value}" for key, value in values.items() if value)
