@@ -89,6 +89,15 @@ def test_an_output_schema_that_is_no_json_schema_is_refused(tmp_path: Path) -> N
     assert "not a JSON Schema" in problem.reason
 
 
+def test_an_output_schema_with_a_key_that_is_not_text_is_refused_at_its_line(tmp_path: Path) -> None:
+    """YAML reads `yes:` as true: a JSON Schema has text keys only, so the file is refused where the schema is,
+    not loaded to fail when the workflow starts."""
+    text = GOOD.replace("type: doc}", "type: json,\n         schema: {type: object, yes: 1}}")
+    [problem] = problems(tmp_path, text)
+    assert problem.line == 11
+    assert problem.reason == "steps.0.outputs.0.schema: the key True is not text; quote it", problem
+
+
 def test_a_cycle_in_depends_on_is_refused_naming_it(tmp_path: Path) -> None:
     text = GOOD + (
         "  - id: second\n    operation: docs\n    objective: again\n    depends_on: [third]\n"

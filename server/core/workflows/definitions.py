@@ -6,7 +6,8 @@ with: its tasks carry their step (outputs, gate) and the mission its {name, vers
 
 A file is refused, with its path, a line and the reason, when it is too large, is not plain YAML (a tag
 that would construct an object, an anchor or alias, several documents), breaks the schema (an unknown
-field, an unknown output type), or means nothing runnable (a cycle in depends_on, an unknown step, a
+field, an unknown output type), holds what JCT cannot store (an output schema's key that YAML reads as a
+boolean or a number), or means nothing runnable (a cycle in depends_on, an unknown step, a
 {placeholder} no input fills). A refused file is logged and left out; the others still load.
 """
 
@@ -24,6 +25,8 @@ from typing import Any
 
 import jsonschema
 import yaml
+from pydantic import ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from server.core.briefings.paths import check_touches
 from server.core.missions import dag
@@ -104,7 +107,9 @@ class Workflow:
 
     @classmethod
     def of(cls, definition: dict[str, Any], version: str, source: str, shipped: bool) -> Workflow:
-        """A file that passed `check`, typed once."""
+        """A file that passed `check`, typed once (pydantic.ValidationError: what the schema let through and a
+        type does not, such as an output schema's key that is not text)."""
+        typed = _Typed.model_validate(definition)
         return cls(
             name=str(definition["name"]),
             version=version,
@@ -112,9 +117,18 @@ class Workflow:
             shipped=shipped,
             definition=definition,
             summary=str(definition["summary"]),
-            inputs=tuple(Input.model_validate(item) for item in definition.get("inputs", [])),
-            steps=tuple(WorkflowStep.model_validate(step) for step in definition["steps"]),
+            inputs=typed.inputs,
+            steps=typed.steps,
         )
+
+
+class _Typed(Frozen):
+    """The parts of a workflow file JCT reads by attribute."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    inputs: tuple[Input, ...] = ()
+    steps: tuple[WorkflowStep, ...]
 
 
 # A workflow's name is at most this long (its schema's pattern).
@@ -183,7 +197,18 @@ def read(path: Path, *, shipped: bool = False) -> Workflow | list[Problem]:
     if problems:
         return problems
     assert isinstance(data, dict)
-    return Workflow.of(data, hashlib.sha256(raw).hexdigest()[:12], name, shipped)
+    try:
+        return Workflow.of(data, hashlib.sha256(raw).hexdigest()[:12], name, shipped)
+    except ValidationError as exc:
+        return [Problem(name, _line_of(lines, error["loc"]), _typing_problem(error)) for error in exc.errors()]
+
+
+def _typing_problem(error: ErrorDetails) -> str:
+    """What `Workflow.of` refused, said for the file's author."""
+    *where, last = error["loc"]
+    if last == "[key]":  # YAML reads `yes:`, `on:` and `12:` as a boolean or a number
+        return f"{'.'.join(map(str, where[:-1]))}: the key {error['input']!r} is not text; quote it"
+    return f"{'.'.join(map(str, error['loc']))}: {error['msg']}"
 
 
 def parse(text: str) -> tuple[Any, dict[Path_, int]]:
@@ -242,10 +267,7 @@ def check(data: Any, lines: Mapping[Path_, int]) -> list[tuple[int, str]]:
     """Every problem of a parsed file, in line order: the schema's first, then the meaning's."""
 
     def line_of(path: Sequence[str | int]) -> int:
-        path = tuple(path)
-        while path and path not in lines:
-            path = path[:-1]
-        return lines.get(path, 1)
+        return _line_of(lines, path)
 
     found: list[tuple[int, str]] = []
     for error in _validator().iter_errors(data):
@@ -262,6 +284,14 @@ def check(data: Any, lines: Mapping[Path_, int]) -> list[tuple[int, str]]:
     if not found:
         found = list(_meaning(data, line_of))
     return sorted(found)
+
+
+def _line_of(lines: Mapping[Path_, int], path: Sequence[Any]) -> int:
+    """The line of `path`, or of the nearest part of the file that holds it."""
+    where = tuple(path)
+    while where and where not in lines:
+        where = where[:-1]
+    return lines.get(where, 1)
 
 
 def _meaning(data: dict[str, Any], line_of: Any) -> Iterator[tuple[int, str]]:
