@@ -198,14 +198,14 @@ async def requeue_or_fail(conn: AsyncConnection, task_id: str, run_id: str) -> R
 
 
 async def renew_held(
-    conn: AsyncConnection, run_ids: list[str], now: ColumnElement[datetime], lease_seconds: float, sqlite: bool
+    conn: AsyncConnection, run_ids: list[str], now: ColumnElement[datetime], lease_seconds: float
 ) -> set[str]:
     """Renew the leases of `run_ids` (runs a live connection holds) to `lease_seconds` from now, in one statement;
     the ids it renewed. A run is renewed only while it is running, is its task's active run, its lease is still
     live (a lease that ran out stays out, swept or not) and its time budget has not ended; a lease is never
     shortened. The clock is the database's on PostgreSQL and the server's on SQLite, as the fence's."""
     runs, tasks = t.runs, t.tasks
-    if sqlite:
+    if conn.dialect.name == "sqlite":
         expires: ColumnElement[Any] = literal(datetime.now(UTC) + timedelta(seconds=lease_seconds), UTCDateTime())
     else:
         expires = func.now() + func.make_interval(

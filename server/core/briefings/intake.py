@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import Field
@@ -230,7 +229,6 @@ def bundle(
     task_id: str | None = None,
 ) -> queries.TaskBundle:
     """The rows a gated request is stored as (a queued task; missions make theirs blocked where they wait)."""
-    now = datetime.now(UTC)
     ts = core.now()
     task_id, trace_id = task_id or new_id(), new_id()
     issue = packet = snapshot = None
@@ -292,7 +290,7 @@ def bundle(
         "issue_id": issue["id"] if issue else None,
         "constraint_snapshot_id": snapshot["id"] if snapshot else None,
         "requested_by": actor.actor_id,
-        "queued_at": ts if not core.db.is_sqlite else now,
+        "queued_at": ts,
         # Declared (an empty list: none), else its target_path's.
         "touches": (req.touches or None) if req.touches is not None else default_touches(req.target_path),
     }

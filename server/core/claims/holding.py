@@ -105,7 +105,7 @@ async def renew_once(core: Core) -> int:
         return 0
     # A renewal lost to a database crash costs nothing: the next one comes a third of a lease later.
     async with core.db.write(durable=False) as conn:
-        renewed = await leases.renew_held(conn, held, core.now(), core.settings.live_lease_seconds, core.db.is_sqlite)
+        renewed = await leases.renew_held(conn, held, core.now(), core.settings.live_lease_seconds)
     core.holdings.renewed(held, renewed)
     return len(renewed)
 
@@ -118,7 +118,7 @@ async def hand_back(core: Core) -> int:
     if not held:
         return 0
     async with core.db.write() as conn:
-        handed = await leases.renew_held(conn, held, core.now(), core.settings.lease_seconds, core.db.is_sqlite)
+        handed = await leases.renew_held(conn, held, core.now(), core.settings.lease_seconds)
     return len(handed)
 
 
