@@ -35,7 +35,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, Literal
@@ -130,31 +130,33 @@ class Sessions:
         if entry is not None:
             entry.last_used = self.clock()
 
-    def busy(self, key: str) -> AbstractContextManager[None]:
-        """A request of this session is in flight: it is not idle, and it was used just now."""
-        return self._counted(key, "busy", touch=True)
-
-    def streaming(self, key: str) -> AbstractContextManager[None]:
-        """A legacy session's GET event stream is open: the session shows its client lives."""
-        return self._counted(key, "streams", touch=False)
-
     @contextmanager
-    def _counted(self, key: str, counter: Literal["busy", "streams"], *, touch: bool) -> Iterator[None]:
-        """One more `counter` on the entry of `key` while the block runs (nothing for a key not registered);
-        `touch`: it is used as the block starts and as it ends."""
+    def busy(self, key: str) -> Iterator[None]:
+        """A request of this session is in flight: it is not idle, and it was used just now."""
         entry = self._entries.get(key)
         if entry is None:
             yield
             return
-        setattr(entry, counter, getattr(entry, counter) + 1)
-        if touch:
-            entry.last_used = self.clock()
+        entry.busy += 1
+        entry.last_used = self.clock()
         try:
             yield
         finally:
-            setattr(entry, counter, getattr(entry, counter) - 1)
-            if touch:
-                entry.last_used = self.clock()
+            entry.busy -= 1
+            entry.last_used = self.clock()
+
+    @contextmanager
+    def streaming(self, key: str) -> Iterator[None]:
+        """A legacy session's GET event stream is open: the session shows its client lives."""
+        entry = self._entries.get(key)
+        if entry is None:
+            yield
+            return
+        entry.streams += 1
+        try:
+            yield
+        finally:
+            entry.streams -= 1
 
     def live(self, key: str) -> bool:
         """Whether the session or connection `key` shows its client lives: an SSE connection while it is open, a

@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from pydantic_core import ErrorDetails
 from server.core.briefings.paths import check_touches
 from server.core.missions import dag
 from server.core.models import check_text
+from server.core.results import WorkflowInput
 from server.db.records import Frozen, Gate, StepOutput
 from server.errors import ErrorCode, JctError
 
@@ -61,15 +62,6 @@ class Problem:
         return f"{self.file}:{self.line}: {self.reason}"
 
 
-class Input(Frozen):
-    """An input the caller gives; `{name}` in a step's text is replaced by its value."""
-
-    name: str
-    description: str | None = None
-    required: bool = False
-    default: str | None = None  # None: the file gives none (an input left out is then empty)
-
-
 class Output(StepOutput):
     """An output a step declares, as the file says it (a task keeps it without `description`)."""
 
@@ -96,30 +88,35 @@ class WorkflowStep(Frozen):
 
 @dataclass(frozen=True)
 class Workflow:
-    name: str
     version: str  # the first 12 hex digits of the file's sha256
     source: str  # the file it came from
     shipped: bool
     definition: dict[str, Any]  # the file as read (what the schema checked)
-    summary: str
-    inputs: tuple[Input, ...]
-    steps: tuple[WorkflowStep, ...]
+    typed: _Typed
 
     @classmethod
     def of(cls, definition: dict[str, Any], version: str, source: str, shipped: bool) -> Workflow:
         """A file that passed `check`, typed once (pydantic.ValidationError: what the schema let through and a
         type does not, such as an output schema's key that is not text)."""
-        typed = _Typed.model_validate(definition)
-        return cls(
-            name=str(definition["name"]),
-            version=version,
-            source=source,
-            shipped=shipped,
-            definition=definition,
-            summary=str(definition["summary"]),
-            inputs=typed.inputs,
-            steps=typed.steps,
-        )
+        return cls(version=version, source=source, shipped=shipped, definition=definition, typed=_Typed.of(definition))
+
+    @property
+    def name(self) -> str:
+        return self.typed.name
+
+    @property
+    def summary(self) -> str:
+        return self.typed.summary
+
+    @property
+    def inputs(self) -> tuple[WorkflowInput, ...]:
+        """Each input the caller gives; `{name}` in a step's text is replaced by its value (`default`, None when the
+        file gives none: an input left out is then empty)."""
+        return self.typed.inputs
+
+    @property
+    def steps(self) -> tuple[WorkflowStep, ...]:
+        return self.typed.steps
 
 
 class _Typed(Frozen):
@@ -127,7 +124,9 @@ class _Typed(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    inputs: tuple[Input, ...] = ()
+    name: str
+    summary: str
+    inputs: tuple[WorkflowInput, ...] = ()
     steps: tuple[WorkflowStep, ...]
 
 
@@ -266,9 +265,7 @@ def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], seen: set[int])
 def check(data: Any, lines: Mapping[Path_, int]) -> list[tuple[int, str]]:
     """Every problem of a parsed file, in line order: the schema's first, then the meaning's."""
 
-    def line_of(path: Sequence[str | int]) -> int:
-        return _line_of(lines, path)
-
+    line_of = partial(_line_of, lines)
     found: list[tuple[int, str]] = []
     for error in _validator().iter_errors(data):
         path = tuple(error.absolute_path)

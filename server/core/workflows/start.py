@@ -46,7 +46,7 @@ def summary(workflow: Workflow) -> r.WorkflowSummary:
         name=workflow.name,
         version=workflow.version,
         summary=workflow.summary,
-        inputs=[r.WorkflowInput.model_validate(item.model_dump()) for item in workflow.inputs],
+        inputs=list(workflow.inputs),
         steps=[step.id for step in workflow.steps],
     )
 
