@@ -24,6 +24,8 @@ async def run_background(
     feed = ChangeFeed(core, hub.deliver, core.settings.notify_interval_seconds)
     async with anyio.create_task_group() as tg:
         await tg.start(hub.run)
+        # What calls hand off to be done after they answer (a completion's manifest), done before an exit too.
+        await tg.start(core.handoffs.run)
         await feed.start_position()
         expired = hub.metrics.leases_expired
         tg.start_soon(

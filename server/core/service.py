@@ -15,6 +15,7 @@ from server.config import Settings
 from server.core.claims.holding import Holdings
 from server.core.claims.waiting import Waiters
 from server.core.git.repos import Repos
+from server.core.handoff import Handoffs
 from server.core.models import Limits
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
@@ -36,11 +37,14 @@ class Core:
     waiters: Waiters = field(init=False)
     # The runs this process renews for the live connections they were claimed through (holding.py).
     holdings: Holdings = field(init=False)
+    # The work calls hand off to be done after they answer (server/core/handoff.py): a completion's manifest.
+    handoffs: Handoffs = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repos", Repos(self.settings))
         object.__setattr__(self, "waiters", Waiters())
         object.__setattr__(self, "holdings", Holdings(self.settings))
+        object.__setattr__(self, "handoffs", Handoffs())
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:

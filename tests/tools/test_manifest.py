@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from mcp import Client
 from mcp_types import TextResourceContents
 
+from server.config import Settings
 from server.core.service import Core
 from tests.core.helpers import bare
+from tests.support.serving import served
 from tests.tools.conftest import ClientFactory, ok
 
 pytestmark = pytest.mark.anyio
@@ -89,3 +93,33 @@ async def test_a_retried_completion_writes_a_lost_manifest_again(connect: Client
         assert again["duplicate"] is True
         assert path.read_text() == written
         assert json.loads(written)["evidence_pack_id"] == first["evidence_pack"]["id"]
+
+
+async def test_a_served_completion_answers_before_its_manifest_and_the_page_waits_for_it(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """A server hands the manifest off (server/core/handoff.py, whose waits tests/core/test_handoff.py proves):
+    the run's page, read at once, shows it, and a server stopped right after the completions has every one."""
+    paths: list[tuple[Path, str]] = []
+    async with served(make_settings) as (base_url, core), Client(f"{base_url}/mcp", mode="legacy") as client:
+        for n in range(3):
+            task = await ok(client, "jct_enqueue_task", **(TASK | {"objective": f"Write docs {n}"}))
+            claim = await ok(client, "jct_claim_task", task_id=task["task_id"])
+            run_id = bare(claim["run_id"])
+            await ok(
+                client,
+                "jct_report_artifact",
+                task_id=task["task_id"],
+                title="g.md",
+                artifact_type="doc",
+                content=GUIDE,
+            )
+            done = await ok(client, "jct_complete_task", task_id=task["task_id"], success=True, summary="Done")
+            paths.append((core.store.run_dir(run_id) / "manifest.json", done["run_status"]))
+            if n == 0:
+                shown = (await page(client, f"jct://runs/{run_id}")).split("## Trace manifest")[1]
+                assert f"jct://evidence/{done['evidence_pack']['id']}" in shown
+                assert "None yet" not in shown
+    # The server has stopped: the last completions' manifests, handed off just before, are on the disk.
+    for path, run_status in paths:
+        assert json.loads(path.read_text())["run_status"] == run_status

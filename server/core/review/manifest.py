@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import anyio
@@ -66,7 +67,8 @@ def build(
 
 async def record_completion(core: Core, facts: changes.Facts, done: results.Completion) -> None:
     """Write the manifest of the run a completion just ended, from what its transaction read (the run, its
-    artifacts, the clock) and wrote (the run's status, the evidence pack): no read after the commit."""
+    artifacts, the clock) and wrote (the run's status, the evidence pack): no read after the commit. Handed off
+    (server/core/handoff.py): the agent's answer does not wait for the file."""
 
     def manifest() -> dict[str, Any]:
         return build(
@@ -79,13 +81,14 @@ async def record_completion(core: Core, facts: changes.Facts, done: results.Comp
             verdict=done.evidence_pack.verdict,
         )
 
-    await _write(core, done.run_id, manifest)
+    await core.handoffs.hand_off(done.run_id, partial(_write, core, done.run_id, manifest))
 
 
 async def record(core: Core, run_id: str, *, only_if_missing: bool = False) -> None:
     """Write the run's manifest from what the database holds (a retried completion whose first manifest was
     lost). Called after the completion committed: a disk that fails here costs the file, never the completion
     (the page says no manifest was written)."""
+    await core.handoffs.settled(run_id)  # the first completion's write, if this process still has it to do
     try:
         if only_if_missing and await anyio.to_thread.run_sync(core.store.read_manifest, run_id) is not None:
             return
@@ -126,6 +129,7 @@ async def _write(core: Core, run_id: str, manifest: Callable[[], dict[str, Any]]
 
 
 async def read(core: Core, run_id: str) -> dict[str, Any] | None:
+    await core.handoffs.settled(run_id)  # written after the completion answered: not read half done
     try:
         return await anyio.to_thread.run_sync(core.store.read_manifest, run_id)
     except OSError as exc:
