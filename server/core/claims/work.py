@@ -129,7 +129,8 @@ async def report_artifact(
     try:
         if data is not None:  # its fsync here, outside the write lock; the transaction renames it (tracestore.py)
             staged = await anyio.to_thread.run_sync(core.store.stage, title, data)
-        changed = await changes.apply(core.db, fence, decide)
+        # Only a stored artifact's decide touches the disk (it renames the staged file into the run).
+        changed = await changes.apply(core.db, fence, decide, blocking=data is not None)
     finally:
         if staged is not None:
             core.store.discard(staged)  # one unlink, and none once placed
@@ -252,7 +253,7 @@ async def report_progress(
     # A note may be lost without harm (a database crash within a fraction of a second of it): no WAL flush is
     # waited for. One that asks for a person is kept as durably as a claim.
     durable = events.needs_a_person(event_kind, checked)
-    changed = await changes.apply(core.db, fence, decide, durable=durable)
+    changed = await changes.apply(core.db, fence, decide, durable=durable, blocking=False)
     if changed is None:
         raise await refused(core, fence)
     assert changed.inserted_id is not None
@@ -327,7 +328,7 @@ async def release_task(
         return writes, results.Released(task_id=task_id, run_id=run.id, task_status=TaskStatus.QUEUED)
 
     try:
-        changed = await changes.apply(core.db, fence, decide)
+        changed = await changes.apply(core.db, fence, decide, blocking=False)
     except changes.RowMissed:
         raise JctError(
             ErrorCode.TASK_NOT_CLAIMED,

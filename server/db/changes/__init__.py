@@ -32,16 +32,25 @@ __all__ = [*writes.__all__, "apply"]
 
 
 async def apply(
-    db: Database, fence: Fence, decide: Decide[R], *, completion: bool = False, durable: bool = True
+    db: Database,
+    fence: Fence,
+    decide: Decide[R],
+    *,
+    completion: bool = False,
+    durable: bool = True,
+    blocking: bool = True,
 ) -> Changed[R] | None:
     """Pass the fence and make `decide`'s writes in one transaction; None if the fence refused (nothing was
     written then). `completion`: `decide` is also given the task, its criteria and the run's artifacts.
-    `durable=False`: writes that may be lost without harm (Database.write).
+    `durable=False`: writes that may be lost without harm (Database.write); on PostgreSQL the fence's own
+    statement turns the WAL flush off for the transaction, a round trip fewer than a SET LOCAL.
+    `blocking=False`: `decide` touches no file, so PostgreSQL runs it on the event loop, without a hop to a
+    worker thread and back (SQLite runs it on its driver's thread either way).
 
     The one dialect fork of a fenced change. SQLite: the whole transaction as ONE call on aiosqlite's
     thread, which pays against the same steps through SQLAlchemy (several thread hops per statement): the
     figures are in bench/README.md. PostgreSQL: three round trips (fence with facts, writes, commit)."""
     if db.is_sqlite:
         return await db.write_in_one_call(partial(change_sqlite, fence=fence, decide=decide, completion=completion))
-    async with db.write(durable=durable) as conn:
-        return await change_postgres(conn, fence, decide, completion=completion)
+    async with db.write() as conn:
+        return await change_postgres(conn, fence, decide, completion=completion, durable=durable, blocking=blocking)

@@ -20,6 +20,7 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
+    true,
     type_coerce,
     update,
 )
@@ -51,17 +52,18 @@ from server.db.types import UTCDateTime
 
 
 async def change_postgres(
-    conn: AsyncConnection, fence: Fence, decide: Decide[R], *, completion: bool
+    conn: AsyncConnection, fence: Fence, decide: Decide[R], *, completion: bool, durable: bool, blocking: bool
 ) -> Changed[R] | None:
-    """Inside Database.write(): fence (with the facts), decide (in a worker thread), write."""
+    """Inside Database.write(): fence (with the facts), decide (in a worker thread if it is `blocking`), write.
+    Not `durable`: the fence's statement sets synchronous_commit off for this transaction alone."""
     fenced = leases.fence_statement(sqlite=False, by_run=fence.run_id is not None, keyed=fence.key_hash is not None)
     if completion:
         facts = await _fence_with_facts_postgres(conn, fenced, fence)
     else:
-        facts = await _fence_with_bytes_postgres(conn, fenced, fence)
+        facts = await _fence_with_bytes_postgres(conn, fenced, fence, durable=durable)
     if facts is None:
         return None
-    writes, result = await anyio.to_thread.run_sync(decide, facts)
+    writes, result = await anyio.to_thread.run_sync(decide, facts) if blocking else decide(facts)
     inserted_id = await write_postgres(conn, [write for write in writes if isinstance(write, Insert | Update | Spend)])
     for write in writes:
         if isinstance(write, Approve):
@@ -74,9 +76,11 @@ async def change_postgres(
     return Changed(result, inserted_id)
 
 
-async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
+async def _fence_with_bytes_postgres(
+    conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence, *, durable: bool
+) -> Facts | None:
     """The fence, the task's trace id and mission, and the bytes the run has stored so far, in one statement."""
-    row = (await conn.execute(_bytes_query(fenced), fence.params())).mappings().first()
+    row = (await conn.execute(_bytes_query(fenced, durable), fence.params())).mappings().first()
     if row is None:
         return None
     return Facts(
@@ -93,13 +97,22 @@ async def _fence_with_bytes_postgres(conn: AsyncConnection, fenced: ReturningUpd
 
 
 @cache
-def _bytes_query(fenced: ReturningUpdate[Any]) -> Select[Any]:
+def _bytes_query(fenced: ReturningUpdate[Any], durable: bool) -> Select[Any]:
     run = fenced.cte("run")
     art = t.artifacts
     stored = select(func.coalesce(func.sum(art.c.size_bytes), 0)).where(art.c.run_id == run.c.id).scalar_subquery()
     trace = select(t.tasks.c.trace_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
     mission = select(t.tasks.c.mission_id).where(t.tasks.c.id == run.c.task_id).scalar_subquery()
-    return select(run, stored.label("stored_bytes"), trace.label("task__trace_id"), mission.label("task__mission_id"))
+    query = select(run, stored.label("stored_bytes"), trace.label("task__trace_id"), mission.label("task__mission_id"))
+    if durable:
+        return query
+    # SET LOCAL as a function: evaluated for the fenced row, before the COMMIT it governs (a refused fence
+    # returns no row and commits nothing).
+    return query.add_columns(FLUSH_OFF.label("flush_off"))
+
+
+# What Database.write(durable=False) says with SET LOCAL, as an expression of the fence's statement.
+FLUSH_OFF = func.set_config(literal_column("'synchronous_commit'"), literal_column("'off'"), true())
 
 
 async def _fence_with_facts_postgres(conn: AsyncConnection, fenced: ReturningUpdate[Any], fence: Fence) -> Facts | None:
