@@ -1,9 +1,11 @@
 """Work a call hands off once its transaction has committed, done after the call has answered.
 
 A completion's trace manifest is written from what its transaction read and wrote (server/core/review/
-manifest.py); the agent does not wait for it. Readers of that work in this process (the run's page, a retried
-completion) wait for it first (`settled`), so nobody here sees it half done. Another process may read the run a
-moment before its manifest is on disk: its page says none was written yet.
+manifest.py), and the ended run's worktree is removed (server/core/integration/workspace.py); the agent waits
+for neither. Readers of that work in this process (the run's page, a retried completion, the merge that deletes
+the run's branch) wait for it first (`settled`), so nobody here sees it half done. Another process may read the
+run a moment before its manifest is on disk (its page says none was written yet); its merge removes a worktree
+still there itself.
 
 The work is done by one task of the server's background (server/background.py `run_background`), in the
 order it was handed off, shielded: a server that stops does what it was handed before it exits. Where no

@@ -37,7 +37,8 @@ class Core:
     waiters: Waiters = field(init=False)
     # The runs this process renews for the live connections they were claimed through (holding.py).
     holdings: Holdings = field(init=False)
-    # The work calls hand off to be done after they answer (server/core/handoff.py): a completion's manifest.
+    # The work calls hand off to be done after they answer (server/core/handoff.py): a completion's manifest
+    # and its worktree's removal.
     handoffs: Handoffs = field(init=False)
 
     def __post_init__(self) -> None:

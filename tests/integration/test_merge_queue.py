@@ -179,6 +179,36 @@ async def test_approved_work_reaches_main_and_the_users_checkout_stays_clean(
         assert stats.merge_queue == {}
 
 
+async def test_a_merge_removes_a_worktree_whose_handed_off_removal_another_process_has_not_done_yet(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """The completion hands its worktree's removal off (server/core/handoff.py); git refuses to delete a branch
+    checked out in a worktree, so the integrator, in another process here, removes the worktree first."""
+    async with one_local_task(make_settings, tmp_path) as (work, completing, task_id):
+        release = anyio.Event()
+        async with built_core(completing.settings) as merging, anyio.create_task_group() as tg:
+            await tg.start(completing.handoffs.run)
+            await completing.handoffs.hand_off("earlier", release.wait)  # the queue is busy with something else
+            try:
+                space = (await queue.claim_task(completing, ALICE, task_id)).workspace
+                assert space is not None
+                commit_in(space.model_dump(), "src/app.py", "print('hello')\n")
+                done = await finish(completing, ALICE, task_id)
+                assert done.review.status == "auto_approved"
+                assert Path(space.path or "").is_dir(), "its removal waits in the completing process"
+
+                assert await integrator.integrate_waiting(merging, HOLDER) == 1
+
+                assert work.head("main") != space.base_commit
+                assert not Path(space.path or "").exists()
+                assert git(work.path, "branch", "--list", space.branch) == ""  # merged: its branch is gone
+            finally:
+                release.set()  # a shielded work holds the task group's exit until it is done
+            await completing.handoffs.settled(done.run_id)  # the late removal finds nothing to do
+            assert completing.handoffs.pending == 0
+            tg.cancel_scope.cancel()
+
+
 async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:

@@ -221,6 +221,7 @@ async def _forget_branch(core: Core, place: Place, item: Integration) -> None:
     if place.url is not None:
         return
     branch = workspaces.branch_name(item.run_id)  # the one name a run's branch has
+    await workspace.close_merged(core, place, item.run_id)
     try:
         await workspaces.delete_branch(place.repo, branch, within=core.settings.git_timeout_seconds)
     except gitcli.GitError as exc:

@@ -11,7 +11,8 @@ machine.
   check starts from the current target instead: the work must be redone on it (section 16).
 - At completion: whatever the agent left uncommitted in its worktree is committed for it (never lost
   silently, and named in the commit's message), and the branch's tip is the run's head.
-- Once the run has ended its worktree is removed (its branch stays until its work is merged); the sweeper
+- Once the run has ended its worktree is removed (its branch stays until its work is merged): after a
+  completion has answered (handed off), and before the merged branch is deleted at the latest; the sweeper
   removes any worktree whose run is no longer running, after a crash too.
 """
 
@@ -124,6 +125,20 @@ async def close(core: Core, run: Run) -> None:
         await _remove(Path(path), core.settings.git_timeout_seconds)
     except (gitcli.GitError, OSError) as exc:
         log.warning("could not remove the worktree of run %s: %s", run.id, exc)
+
+
+async def close_merged(core: Core, place: Place, run_id: str) -> None:
+    """Before a merged run's branch is deleted (git refuses to delete a branch checked out in a worktree): its
+    worktree, if it is still there. The completion hands its removal off (server/core/handoff.py): this process
+    may not have done it yet, and another process's may not either."""
+    await core.handoffs.settled(run_id)
+    path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run_id)
+    if not await anyio.Path(path).is_dir():
+        return
+    try:
+        await _remove(path, core.settings.git_timeout_seconds)
+    except (gitcli.GitError, OSError) as exc:
+        log.warning("could not remove the worktree of run %s: %s", run_id, exc)
 
 
 async def sweep(core: Core) -> int:

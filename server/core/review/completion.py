@@ -119,8 +119,9 @@ async def complete_task(
         done, facts = changed.result
         await manifest.record_completion(core, facts, done)
         if facts.run.workspace:
-            # The run has ended: its worktree goes (its branch stays until merged).
-            await workspace.close(core, facts.run)
+            # The run has ended: its worktree goes (its branch stays until merged), after the answer: a large
+            # checkout takes a while to delete.
+            await core.handoffs.hand_off(done.run_id, partial(workspace.close, core, facts.run))
         return done
     # The fence refused: a retry of a recorded completion gets that outcome; anything else is an error.
     async with core.db.read() as conn:
