@@ -316,9 +316,16 @@ def _sa() -> Any:
 
 
 async def every(
-    interval: float, step: Callable[[], Awaitable[object]], log: logging.Logger, *, effect: str, what: str
+    interval: float,
+    step: Callable[[], Awaitable[object]],
+    log: logging.Logger,
+    *,
+    effect: str,
+    what: str,
+    pause: Callable[[float], Awaitable[object]] = anyio.sleep,
 ) -> None:
-    """Run `step` every `interval` seconds until cancelled. A failed pass is logged and the next one tries
+    """Run `step` every `interval` seconds until cancelled (`pause`: how it waits; one that may end early, like
+    server/core/nudge.py `Nudge.pause`, runs the next pass sooner). A failed pass is logged and the next one tries
     again: a failure of the world as one line per interval while it lasts (`FailureLog`, with `effect`), anything
     else with its traceback ("`what` failed")."""
     failures = FailureLog(log, effect)
@@ -331,4 +338,4 @@ async def every(
                 log.exception("%s failed; retrying in %.1fs", what, interval)
         else:
             failures.recovered(began=began)
-        await anyio.sleep(interval)
+        await pause(interval)

@@ -17,6 +17,7 @@ from server.core.claims.waiting import Waiters
 from server.core.git.repos import Repos
 from server.core.handoff import Handoffs
 from server.core.models import Limits
+from server.core.nudge import Nudge
 from server.core.text import has_control
 from server.core.tracestore import TraceStore
 from server.core.workflows.definitions import Workflows
@@ -40,12 +41,15 @@ class Core:
     # The work calls hand off to be done after they answer (server/core/handoff.py): a completion's manifest
     # and its worktree's removal.
     handoffs: Handoffs = field(init=False)
+    # Ends the integrator's pause between passes: the change feed saw work join the merge queue.
+    integrator: Nudge = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repos", Repos(self.settings))
         object.__setattr__(self, "waiters", Waiters())
         object.__setattr__(self, "holdings", Holdings(self.settings))
         object.__setattr__(self, "handoffs", Handoffs())
+        object.__setattr__(self, "integrator", Nudge())
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Core:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from server.core import feed
-from server.core.audit import CLAIMABLE
+from server.core.audit import CLAIMABLE, AuditAction
 from server.core.claims.waiting import RECHECK_SECONDS
 from server.core.service import Core
 from server.failures import every
@@ -49,7 +49,7 @@ class ChangeFeed:
         self._holes = {hole: seen for hole, seen in self._holes.items() if now - seen < HOLE_PATIENCE}
         rows = await feed.audit_after(self._core, self._cursor, self._holes.keys(), BATCH)
         changes = Changes()
-        claimable = False
+        claimable = queued = False
         for row in rows:
             row_id = row.id
             if row_id > self._cursor:
@@ -58,7 +58,10 @@ class ChangeFeed:
             self._holes.pop(row_id, None)
             changes.add(row)
             claimable = claimable or row.action in CLAIMABLE
+            queued = queued or row.action == AuditAction.INTEGRATION_QUEUED
         self._wake_waiters(claimable, now)
+        if queued:
+            self._core.integrator.nudge()  # its next pass now, not at the end of its interval
         if changes:
             await self._deliver(changes)
         return changes

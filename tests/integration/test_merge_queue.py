@@ -23,6 +23,8 @@ from server.core.results import Workspace
 from server.core.review import completion
 from server.core.service import Core
 from server.db import integrations
+from server.notify.changes import Changes
+from server.notify.feed import ChangeFeed
 from server.resources import render
 from tests.core.helpers import ALICE, BOB, built_core, enqueue
 from tests.git.repo import Work, bare_clone, git
@@ -207,6 +209,31 @@ async def test_a_merge_removes_a_worktree_whose_handed_off_removal_another_proce
             await completing.handoffs.settled(done.run_id)  # the late removal finds nothing to do
             assert completing.handoffs.pending == 0
             tg.cancel_scope.cancel()
+
+
+async def test_work_joining_the_merge_queue_ends_the_integrators_pause(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """The change feed sees the completion's integration.queued and nudges the integrator (core.integrator): the
+    merge does not wait for the end of the integrator's interval (an hour here)."""
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id), anyio.create_task_group() as tg:
+        feed = ChangeFeed(core, nothing, interval=3600)
+        await feed.start_position()
+        tg.start_soon(integrator.run_integrator, core, 3600)  # its first pass finds nothing, then it pauses
+        await anyio.sleep(0.1)
+        done = await commit_and_finish(core, ALICE, task_id, "src/app.py", "print('hello')\n")
+        assert done.review.status == "auto_approved"
+        await feed.poll()
+        with anyio.fail_after(30):
+            while (view := await observe.get_task(core, task_id)).integration.status != "merged":  # type: ignore[union-attr]
+                await anyio.sleep(0.05)
+        assert view.integration is not None
+        assert view.integration.commit == work.head("main")
+        tg.cancel_scope.cancel()
+
+
+async def nothing(_changes: Changes) -> None:
+    """The feed's delivery, where nobody subscribes."""
 
 
 async def test_a_conflict_goes_back_to_the_agent_and_changes_nothing_on_main(

@@ -51,11 +51,13 @@ class LostLease(Exception):
 
 
 async def run_integrator(core: Core, interval: float) -> None:
-    """Runs until cancelled: every `interval` seconds, integrate whatever waits and no other process holds."""
+    """Runs until cancelled: every `interval` seconds, and as soon as the change feed sees work join the merge
+    queue (in any process: `core.integrator`), integrate whatever waits and no other process holds."""
     holder = new_id()
     # A database or git failure is logged and tried again on the next pass.
     effect = "approved work is not integrated meanwhile"
-    await every(interval, partial(integrate_waiting, core, holder), log, effect=effect, what="integrator pass")
+    step = partial(integrate_waiting, core, holder)
+    await every(interval, step, log, effect=effect, what="integrator pass", pause=core.integrator.pause)
 
 
 async def integrate_waiting(core: Core, holder: str) -> int:
