@@ -29,3 +29,11 @@ async def run_on_driver_thread(driver: aiosqlite.Connection, work: Callable[[sql
     whole write transaction in plain sqlite3 instead of several hops per statement through SQLAlchemy."""
     result: T = await driver._execute(work, driver._conn)  # type: ignore[no-untyped-call]
     return result
+
+
+async def connect(database: str, **kwargs: object) -> aiosqlite.Connection:
+    """An aiosqlite connection whose thread (`_thread`, aiosqlite 0.22) is a daemon, as SQLAlchemy's aiosqlite
+    dialect makes its own: a process that exits without closing it does not wait for it."""
+    connection = aiosqlite.connect(database, **kwargs)  # type: ignore[arg-type]
+    connection._thread.daemon = True
+    return await connection

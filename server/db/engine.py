@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiosqlite
 import anyio
 from sqlalchemy import ColumnElement, event, func, literal, text
 from sqlalchemy.engine import Connection, make_url
@@ -20,6 +21,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 from sqlalchemy.util import await_
 
 from server import failures
+from server.db import driver as sqlite_driver
 from server.db.driver import run_on_driver_thread, sqlite3_connection
 from server.db.types import UTCDateTime
 
@@ -90,6 +92,13 @@ class Database:
         # Writers inside one process queue here instead of spinning on SQLite's busy handler;
         # other processes are still arbitrated by BEGIN IMMEDIATE and busy_timeout.
         self._write_lock: anyio.Lock | None = None
+        # SQLite: the connection `write_in_one_call` writes on, held open outside the pool (made at the first such
+        # write, under the write lock): taking one from the pool and giving it back cost as much as the hop.
+        self._writer: aiosqlite.Connection | None = None
+        on_disk = self.dialect == "sqlite" and parsed.database not in (None, "", ":memory:")
+        self._writer_database = parsed.database if on_disk else None
+        # How many transactions `write_in_one_call` has run (they take no connection from the pool).
+        self.one_call_writes = 0
         # The connections checked out now, by pool record: a PostgreSQL backend pid, or a sqlite3 connection.
         self._in_use: dict[int, Any] = {}
         _install_tracking(self)
@@ -157,17 +166,37 @@ class Database:
         assert self._write_lock is not None, "SQLite only"
         async with self._write_lock:
             self._check_open()
+            self.one_call_writes += 1
             with self._uncancellable():
-                async with self.engine.connect() as conn:
-                    raw = await conn.get_raw_connection()
-                    driver = raw.driver_connection
-                    assert driver is not None
-                    try:
-                        result = await run_on_driver_thread(driver, partial(self._transaction, work=work))
-                    except Exception as exc:
-                        self._note_stopping(exc)
-                        raise
-                    return result
+                if self._writer_database is None:  # an in-memory database is each connection's own
+                    async with self.engine.connect() as conn:
+                        raw = await conn.get_raw_connection()
+                        assert raw.driver_connection is not None
+                        return await self._on_driver_thread(raw.driver_connection, work)
+                writer = self._writer if self._writer is not None else await self._open_writer()
+                self._in_use[id(writer)] = sqlite3_connection(writer)  # a stop's deadline interrupts it
+                try:
+                    return await self._on_driver_thread(writer, work)
+                finally:
+                    self._in_use.pop(id(writer), None)
+
+    async def _on_driver_thread(self, driver: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return await run_on_driver_thread(driver, partial(self._transaction, work=work))
+        except Exception as exc:
+            self._note_stopping(exc)
+            raise
+
+    async def _open_writer(self) -> aiosqlite.Connection:
+        """The connection `write_in_one_call` keeps, set up as the pool's are (`_install_sqlite_hooks`)."""
+        assert self._writer_database is not None
+        args, options = self.engine.dialect.create_connect_args(make_url(self.url))
+        # BEGIN is said by `_transaction`, never by the driver (isolation_level None).
+        writer = await sqlite_driver.connect(*args, **{**options, "isolation_level": None})
+        for pragma in SQLITE_PRAGMAS:
+            await writer.execute(pragma)
+        self._writer = writer
+        return writer
 
     def _transaction(self, db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
         """On aiosqlite's thread: `work` inside BEGIN IMMEDIATE ... COMMIT, rolled back if it raises."""
@@ -277,6 +306,11 @@ class Database:
             await conn.execute(text("SELECT 1"))
 
     async def dispose(self) -> None:
+        if self._writer is not None and self._write_lock is not None:
+            async with self._write_lock:
+                writer, self._writer = self._writer, None
+                if writer is not None:
+                    await writer.close()
         await self.engine.dispose()
 
 

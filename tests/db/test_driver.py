@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 AIOSQLITE = f"aiosqlite {importlib.metadata.version('aiosqlite')}"
 
 
-@pytest.mark.parametrize("attribute", ["_conn", "_execute"])
+@pytest.mark.parametrize("attribute", ["_conn", "_execute", "_thread"])
 async def test_every_private_attribute_the_driver_module_reaches_is_there(tmp_path: Path, attribute: str) -> None:
     async with aiosqlite.connect(tmp_path / "reach.db") as connection:
         assert hasattr(connection, attribute), f"{AIOSQLITE}: aiosqlite.Connection.{attribute} is gone"
