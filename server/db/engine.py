@@ -106,7 +106,6 @@ class Database:
             self._write_lock = anyio.Lock()
             _install_sqlite_hooks(self)
         self._reader = self.engine.execution_options(deferred_begin=True)
-        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @property
     def is_sqlite(self) -> bool:
@@ -143,30 +142,6 @@ class Database:
                         self.full_at = time.monotonic()
                     raise
                 self.full_at = None
-
-    @asynccontextmanager
-    async def one_statement(self) -> AsyncIterator[AsyncConnection]:
-        """PostgreSQL: a connection for a write that is ONE statement, run as its own transaction (autocommit):
-        committed, durably, when it returns, without the round trips of a BEGIN and a COMMIT. A second statement
-        on it would be a transaction of its own: use `write()` for that. A connection lost while the statement
-        runs leaves its outcome unknown, as one lost with a COMMIT in flight does."""
-        assert not self.is_sqlite, "SQLite writes take the write lock: write() or write_in_one_call()"
-        self._check_open()
-        with self._uncancellable():
-            try:
-                async with self._autocommit.connect() as conn:
-                    try:
-                        yield conn
-                    except Exception as exc:
-                        failures.mark_at_commit(exc)  # connected: the statement may have committed
-                        raise
-            except Exception as exc:
-                self._note_stopping(exc)
-                failure = failures.world_failure(exc)
-                if failure is not None and failure.kind is failures.Kind.DISK_FULL:
-                    self.full_at = time.monotonic()
-                raise
-            self.full_at = None
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

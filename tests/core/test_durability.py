@@ -79,37 +79,6 @@ async def test_a_write_waits_for_its_flush_unless_it_says_it_may_be_lost(
     assert (folded, after_folded) == ("off", "on"), "set_config(..., true) is SET LOCAL"
 
 
-async def test_one_statement_is_its_own_transaction_committed_when_it_returns(
-    postgres_only: None, make_settings: Callable[..., Settings], database_url: str
-) -> None:
-    """Database.one_statement: no BEGIN (each statement is a transaction of its own), and what it wrote is seen by
-    another connection before the block ends; the claim of the task in line is such a statement."""
-    core = Core.build(make_settings())
-    other = Database(database_url)
-    try:
-        task_id = await enqueue(core)
-        async with core.db.one_statement() as conn:
-            first = (await conn.execute(text("SELECT pg_current_xact_id()::text"))).scalar_one()
-            second = (await conn.execute(text("SELECT pg_current_xact_id()::text"))).scalar_one()
-            await conn.execute(text("UPDATE tasks SET objective = 'Changed' WHERE id = :id"), {"id": task_id})
-            async with other.read() as seen:
-                objective = (
-                    await seen.execute(text("SELECT objective FROM tasks WHERE id = :id"), {"id": task_id})
-                ).scalar_one()
-        async with core.db.write() as conn:
-            block = [(await conn.execute(text("SELECT pg_current_xact_id()::text"))).scalar_one() for _ in range(2)]
-        with statements(core.db) as claim:
-            claimed = await queue.claim_next(core, ALICE)
-    finally:
-        await other.dispose()
-        await core.db.dispose()
-    assert first != second, "no transaction block: each statement is a transaction of its own"
-    assert block[0] == block[1], "the check can fail: inside write() both statements are one transaction"
-    assert objective == "Changed", "committed when the statement returned"
-    assert claimed.task_id == task_id
-    assert len(claim) == 1, claim
-
-
 async def test_only_renewals_and_plain_progress_notes_give_up_the_flush(
     postgres_only: None, make_settings: Callable[..., Settings]
 ) -> None:

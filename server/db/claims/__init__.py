@@ -11,8 +11,7 @@ holds the database's single write lock from the first statement to the commit.
 Touches (DESIGN section 16). A claim never hands out a task whose touches overlap those of a task that holds
 its own on the same repository (server/db/holds.py says who holds). A task without touches is never held back
 and holds nothing, so a claim first tries the task in line as before, in one statement, taking it only if it
-has no touches; only when that task has touches does the claim walk on (SQLite: in the same transaction;
-PostgreSQL: in a transaction of its own, as that first statement, its own transaction, changed nothing):
+has no touches; only when that task has touches does the claim walk on, in the same transaction:
 
 - SQLite: BEGIN IMMEDIATE admits one claimer at a time, so the walk reads the queued tasks in claim order and
   takes the first with no touches or none that overlap its repository's holders, read in the same transaction.
@@ -54,13 +53,14 @@ async def claim(db: Database, req: ClaimRequest) -> Claimed | None:
     claimed nothing, when the cap of `req.max_claims` is met, and holds.ClaimConflict when the task claimed by
     id overlaps a holder's touches.
 
-    The one dialect fork of the claim. PostgreSQL: one statement, its own transaction (a few more past a task
-    with touches, or under a claim cap, in one transaction: see the package docstring; postgres.py). SQLite
-    (sqlite.py): the whole BEGIN IMMEDIATE transaction as ONE call on aiosqlite's thread, which pays against the
-    same steps through SQLAlchemy (several thread hops per statement): the figures are in bench/README.md."""
+    The one dialect fork of the claim. PostgreSQL: one statement in an ordinary transaction (a few more past a
+    task with touches, in the same transaction: see the package docstring; postgres.py). SQLite (sqlite.py): the
+    whole BEGIN IMMEDIATE transaction as ONE call on aiosqlite's thread, which pays against the same steps
+    through SQLAlchemy (several thread hops per statement): the figures are in bench/README.md."""
     row: dict[str, Any] | None
     if db.is_sqlite:
         row = await db.write_in_one_call(partial(claim_on_sqlite_thread, req=req))
     else:
-        row = await claim_postgres(db, req)
+        async with db.write() as conn:
+            row = await claim_postgres(conn, req)
     return Claimed.of_flat(row) if row is not None else None

@@ -20,7 +20,6 @@ from server.db.claims.request import (
     ClaimRequest,
     next_filters,
 )
-from server.db.engine import Database
 
 # {filters} is built from fixed strings only; every value is a bound parameter.
 _PG_CLAIM = """
@@ -117,42 +116,13 @@ _PG_PICK_SEEN = f"""
     SELECT id FROM tasks WHERE id = :task_id AND status = 'queued'{WITHIN_BUDGET} FOR UPDATE SKIP LOCKED"""
 
 
-async def claim_postgres(db: Database, req: ClaimRequest) -> dict[str, Any] | None:
-    """The task in line claimed by one statement, its own transaction (Database.one_statement), when it has no
-    touches and no claim cap applies: the common case, and the claim's whole cost. Otherwise, or when that
-    statement claimed nothing, the claim in one transaction: the cap checked under the principal's lock, the
-    walk past tasks whose touches a holder holds. A first statement that claimed nothing changed nothing."""
-    params = _params(req)
-    if req.max_claims is None:
-        async with db.one_statement() as conn:
-            row = await _claim_first(conn, req, params)
-        if row is not None:
-            return row
-    async with db.write() as conn:
-        if req.max_claims is not None:
-            # One principal's claims queue here until commit, so two of them cannot both pass the cap.
-            await queries.lock_principal(conn, req.actor_id)
-            held = await queries.count_running_claims(conn, req.actor_id)
-            if held >= req.max_claims:
-                raise ClaimCapReached(held)
-            row = await _claim_first(conn, req, params)
-            if row is not None:
-                return row
-        if req.task_id is not None:
-            return await _claim_one_touching(conn, req.task_id, params)
-        filters, values = next_filters(req, sqlite=False)
-        return await _walk_postgres(conn, filters, params | values)
-
-
-async def _claim_first(conn: AsyncConnection, req: ClaimRequest, params: dict[str, object]) -> dict[str, Any] | None:
-    """The claim of the task asked for, or of the task in line, if it has no touches."""
-    if req.task_id is not None:
-        return await _claim_picked(conn, _PG_PICK_ONE, params, untouched=True)
-    filters, values = next_filters(req, sqlite=False)
-    return await _claim_picked(conn, _PG_PICK_NEXT.format(filters=filters), params | values, untouched=True)
-
-
-def _params(req: ClaimRequest) -> dict[str, object]:
+async def claim_postgres(conn: AsyncConnection, req: ClaimRequest) -> dict[str, Any] | None:
+    if req.max_claims is not None:
+        # One principal's claims queue here until commit, so two of them cannot both pass the cap.
+        await queries.lock_principal(conn, req.actor_id)
+        held = await queries.count_running_claims(conn, req.actor_id)
+        if held >= req.max_claims:
+            raise ClaimCapReached(held)
     params: dict[str, object] = {
         "run_id": req.run_id,
         "actor_id": req.actor_id,
@@ -166,7 +136,12 @@ def _params(req: ClaimRequest) -> dict[str, object]:
     }
     if req.task_id is not None:
         params["task_id"] = req.task_id
-    return params
+        row = await _claim_picked(conn, _PG_PICK_ONE, params, untouched=True)
+        return row if row is not None else await _claim_one_touching(conn, req.task_id, params)
+    filters, values = next_filters(req, sqlite=False)
+    params |= values
+    row = await _claim_picked(conn, _PG_PICK_NEXT.format(filters=filters), params, untouched=True)
+    return row if row is not None else await _walk_postgres(conn, filters, params)
 
 
 async def _claim_picked(
