@@ -193,8 +193,12 @@ class Database:
         args, options = self.engine.dialect.create_connect_args(make_url(self.url))
         # BEGIN is said by `_transaction`, never by the driver (isolation_level None).
         writer = await sqlite_driver.connect(*args, **{**options, "isolation_level": None})
-        for pragma in SQLITE_PRAGMAS:
-            await writer.execute(pragma)
+        try:
+            for pragma in SQLITE_PRAGMAS:
+                await writer.execute(pragma)
+        except BaseException:
+            await writer.close()
+            raise
         self._writer = writer
         return writer
 
@@ -203,10 +207,11 @@ class Database:
         self.begin_immediate(db.execute)
         try:
             result = work(db)
+            db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # `work` failed, or the COMMIT did: the connection is left outside one
+                db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
         return result
 
     def begin_immediate(self, execute: Callable[[str], Any]) -> None:
@@ -306,8 +311,8 @@ class Database:
             await conn.execute(text("SELECT 1"))
 
     async def dispose(self) -> None:
-        if self._writer is not None and self._write_lock is not None:
-            async with self._write_lock:
+        if self._write_lock is not None:
+            async with self._write_lock:  # after a write that may be opening the writer
                 writer, self._writer = self._writer, None
                 if writer is not None:
                     await writer.close()
