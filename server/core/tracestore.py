@@ -164,8 +164,9 @@ class TraceStore:
         """What a run left (review/manifest.py), written atomically as `runs/<run_id>/manifest.json`.
 
         Not fsynced: it is made from what the database holds, so a power loss that takes it (the file missing or
-        not whole) costs a file a retried completion writes again (`manifest.record`), never a record; the
-        fsyncs of file and directory were most of a completion's own time on this path (bench/README.md)."""
+        not whole) costs a file the run's page or a retried completion writes again (`manifest.record`), never a
+        record; the fsyncs of file and directory were most of a completion's own time on this path
+        (bench/README.md)."""
         content = json.dumps(manifest, indent=2, sort_keys=True).encode()
         _write_atomically(self._inside_root(self.run_dir(run_id) / MANIFEST), content, durable=False)
 

@@ -3,11 +3,13 @@ never dropped by a stop."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
 
+from server.core import handoff
 from server.core.handoff import Handoffs
 
 pytestmark = pytest.mark.anyio
@@ -59,8 +61,11 @@ async def test_a_stop_does_the_work_handed_off_before_it_ends() -> None:
 
     def work(key: str) -> Callable[[], Awaitable[None]]:
         async def write() -> None:
-            await anyio.sleep(0.05)  # a cancelled task group does not cut it short
-            done.append(key)
+            def on_disk() -> None:
+                time.sleep(0.05)
+                done.append(key)
+
+            await anyio.to_thread.run_sync(on_disk)  # as the real work does: a stop lets the thread finish
 
         return write
 
@@ -93,3 +98,29 @@ async def test_a_failing_work_is_logged_and_the_next_still_done(caplog: pytest.L
         tg.cancel_scope.cancel()
     assert done == ["run-2"]
     assert "work handed off for run-1 failed" in caplog.text
+
+
+async def test_a_stop_waits_for_the_work_left_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A work that does not end (a hung disk) holds a stop up for STOP_SECONDS, not for ever; what it was to do
+    others do later (a run's page writes a missing manifest, the sweeper removes a worktree)."""
+    monkeypatch.setattr(handoff, "STOP_SECONDS", 0.2)
+    handoffs, done = Handoffs(), []
+
+    async def hung() -> None:
+        await anyio.sleep_forever()
+
+    async def after() -> None:
+        done.append("run-3")
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(handoffs.run)
+            await handoffs.hand_off("run-1", hung)  # under way at the stop: cancelled
+            await handoffs.hand_off("run-2", hung)  # not begun: given STOP_SECONDS, then cancelled
+            await handoffs.hand_off("run-3", after)  # not reached
+            await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    assert done == []
+    assert handoffs.pending == 0
+    with anyio.fail_after(30):
+        await handoffs.settled("run-3")  # never done here; nobody waits for it

@@ -98,8 +98,9 @@ async def test_a_retried_completion_writes_a_lost_manifest_again(connect: Client
 async def test_a_served_completion_answers_before_its_manifest_and_the_page_waits_for_it(
     make_settings: Callable[..., Settings],
 ) -> None:
-    """A server hands the manifest off (server/core/handoff.py, whose waits tests/core/test_handoff.py proves):
-    the run's page, read at once, shows it, and a server stopped right after the completions has every one."""
+    """Through a server, which hands the manifest off (server/core/handoff.py; tests/core/test_handoff.py proves
+    its waits and its drain at a stop): the run's page, read at once, shows it, and every completion has its file
+    once the server has stopped."""
     paths: list[tuple[Path, str]] = []
     async with served(make_settings) as (base_url, core), Client(f"{base_url}/mcp", mode="legacy") as client:
         for n in range(3):
@@ -123,3 +124,28 @@ async def test_a_served_completion_answers_before_its_manifest_and_the_page_wait
     # The server has stopped: the last completions' manifests, handed off just before, are on the disk.
     for path, run_status in paths:
         assert json.loads(path.read_text())["run_status"] == run_status
+
+
+async def test_the_run_page_writes_a_completed_runs_missing_manifest(connect: ClientFactory, core: Core) -> None:
+    """A manifest the completion never wrote (its process stopped first, with the work handed off but not done)
+    is written by the run's page from the database; a run that ended without a completion gets none."""
+    async with connect(core=core) as client:
+        task = await ok(client, "jct_enqueue_task", **TASK)
+        claim = await ok(client, "jct_claim_task", task_id=task["task_id"])
+        await ok(
+            client, "jct_report_artifact", task_id=task["task_id"], title="g.md", artifact_type="doc", content=GUIDE
+        )
+        done = await ok(client, "jct_complete_task", task_id=task["task_id"], success=True, summary="Done")
+        path = core.store.run_dir(bare(claim["run_id"])) / "manifest.json"
+        written = path.read_text()
+        path.unlink()
+
+        shown = (await page(client, f"jct://runs/{bare(claim['run_id'])}")).split("## Trace manifest")[1]
+        assert f"jct://evidence/{done['evidence_pack']['id']}" in shown
+        assert path.read_text() == written
+
+        other = await ok(client, "jct_enqueue_task", **(TASK | {"objective": "Write more docs"}))
+        released = await ok(client, "jct_claim_task", task_id=other["task_id"])
+        await ok(client, "jct_release_task", task_id=other["task_id"], reason="Not mine.")
+        await page(client, f"jct://runs/{bare(released['run_id'])}")
+        assert not (core.store.run_dir(bare(released["run_id"])) / "manifest.json").exists()

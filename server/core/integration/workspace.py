@@ -61,6 +61,7 @@ async def carried(core: Core, place: Place, task_id: str, run_id: str) -> Carrie
     if integration is not None and integration.status in (CONFLICT, CHECK_FAILED):
         return None
     path = previous.workspace.get("path")
+    await core.handoffs.settled(previous.id)  # its worktree's removal, if this process is doing it
     if path and previous.status != RunStatus.RUNNING and await anyio.Path(path).is_dir():
         await _keep_leftovers(Path(path), previous.id, core.settings.git_timeout_seconds)  # before the sweeper
     try:
@@ -133,10 +134,12 @@ async def close_merged(core: Core, place: Place, run_id: str) -> None:
     may not have done it yet, and another process's may not either."""
     await core.handoffs.settled(run_id)
     path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run_id)
-    if not await anyio.Path(path).is_dir():
-        return
+    within = core.settings.git_timeout_seconds
     try:
-        await _remove(path, core.settings.git_timeout_seconds)
+        if await anyio.Path(path).is_dir():
+            await _remove(path, within)
+        # Also when another process has deleted the directory and not yet its entry in the repository.
+        await workspaces.worktree(place.repo, "prune", within=within, neutralised=[])
     except (gitcli.GitError, OSError) as exc:
         log.warning("could not remove the worktree of run %s: %s", run_id, exc)
 
@@ -158,6 +161,9 @@ async def sweep(core: Core) -> int:
     for path, run_id in candidates:
         live = run_id in merging if path.parent.name == SCRATCH else statuses.get(run_id) == RunStatus.RUNNING
         if live:
+            continue
+        await core.handoffs.settled(run_id)  # a completion's removal under way: never keep half a deletion
+        if not await anyio.Path(path).is_dir():
             continue
         if path.parent.name != SCRATCH:
             await _keep_leftovers(path, run_id, core.settings.git_timeout_seconds)

@@ -85,9 +85,10 @@ async def record_completion(core: Core, facts: changes.Facts, done: results.Comp
 
 
 async def record(core: Core, run_id: str, *, only_if_missing: bool = False) -> None:
-    """Write the run's manifest from what the database holds (a retried completion whose first manifest was
-    lost). Called after the completion committed: a disk that fails here costs the file, never the completion
-    (the page says no manifest was written)."""
+    """Write the run's manifest from what the database holds, if the run completed (it has an evidence pack): a
+    retried completion, or a page, finding the first manifest lost (a full disk, or a process that stopped before
+    it wrote what it was handed). A disk that fails here costs the file, never the completion (the page says no
+    manifest was written)."""
     await core.handoffs.settled(run_id)  # the first completion's write, if this process still has it to do
     try:
         if only_if_missing and await anyio.to_thread.run_sync(core.store.read_manifest, run_id) is not None:
@@ -96,8 +97,10 @@ async def record(core: Core, run_id: str, *, only_if_missing: bool = False) -> N
             run = await queries.get_run(conn, run_id)
             if run is None:
                 return
-            artifacts = await queries.artifacts_of_run(conn, run_id)
             pack = await queries.evidence_pack_for_run(conn, run_id)
+            if pack is None:
+                return  # the run ended without a completion: it has no manifest
+            artifacts = await queries.artifacts_of_run(conn, run_id)
     except OSError as exc:
         log.warning("trace manifest of run %s not written: %s", run_id, exc)
         return
@@ -109,8 +112,8 @@ async def record(core: Core, run_id: str, *, only_if_missing: bool = False) -> N
             artifacts,
             run_status=run.status,
             ended_at=run.ended_at,
-            evidence_pack_id=pack.id if pack is not None else None,
-            verdict=pack.verdict if pack is not None else None,
+            evidence_pack_id=pack.id,
+            verdict=pack.verdict,
         )
 
     await _write(core, run_id, manifest)
@@ -129,7 +132,17 @@ async def _write(core: Core, run_id: str, manifest: Callable[[], dict[str, Any]]
 
 
 async def read(core: Core, run_id: str) -> dict[str, Any] | None:
+    """The manifest of a run that has ended. One its completion did not leave (the process that was to write it
+    stopped first, another process has yet to, or the disk was full) is written now from the database."""
     await core.handoffs.settled(run_id)  # written after the completion answered: not read half done
+    found = await _read(core, run_id)
+    if found is None:
+        await record(core, run_id, only_if_missing=True)
+        found = await _read(core, run_id)
+    return found
+
+
+async def _read(core: Core, run_id: str) -> dict[str, Any] | None:
     try:
         return await anyio.to_thread.run_sync(core.store.read_manifest, run_id)
     except OSError as exc:
