@@ -20,6 +20,7 @@ from sqlalchemy import select, update
 from server.core.claims import sweeper
 from server.core.service import Core
 from server.db import tables
+from server.vocab import RunStatus, TaskStatus
 from tests.core.helpers import bare, snapshot
 from tests.transports.conftest import Transport, call, call_error, report
 from tests.transports.test_workflows import PATCH, enqueue
@@ -32,11 +33,18 @@ STATELESS = ("http-modern", "memory")
 
 
 async def _lapse_and_sweep(core: Core, run_id: str) -> None:
-    """Time passes for one run: its lease is an hour gone, and a sweep requeues its task."""
+    """Time passes for one run: its lease is an hour gone, and a sweep requeues its task: this one, or the
+    servers' own sweeper when it comes first (each server process sweeps every few seconds)."""
     async with core.db.write() as conn:
         stmt = update(tables.runs).where(tables.runs.c.id == run_id)
         await conn.execute(stmt.values(lease_expires_at=datetime.now(UTC) - timedelta(hours=1)))
-    assert (await sweeper.sweep_expired_leases(core)).requeued == 1
+    swept = await sweeper.sweep_expired_leases(core)
+    assert swept.requeued in (0, 1)
+    run = await _run_row(core, run_id)
+    assert run["status"] == RunStatus.EXPIRED, run
+    async with core.db.read() as conn:
+        task = (await conn.execute(select(tables.tasks).where(tables.tasks.c.id == run["task_id"]))).mappings().one()
+    assert (task["status"], task["active_run_id"]) == (TaskStatus.QUEUED, None)
 
 
 async def _run_row(core: Core, run_id: str) -> dict[str, Any]:
