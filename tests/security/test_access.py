@@ -4,22 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime, timedelta
 
 import anyio
 import httpx2
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from sqlalchemy import update
 
-from server.core.claims import sweeper
-from server.db import tables
 from server.errors import RpcCode
 from tests.core.helpers import PATCH, snapshot
 from tests.security.conftest import TokenServer, bearer
 from tests.tools.test_surface import WORKER
 from tests.transports.conftest import call, call_error
+from tests.transports.test_fence import lapse_and_sweep
 
 pytestmark = pytest.mark.anyio
 
@@ -204,12 +201,7 @@ async def test_two_agents_sharing_one_token_are_fenced_apart(token_server: Token
         async with token_server.client(shared) as zombie, token_server.client(shared) as successor:
             task_id = await enqueue(zombie)
             stale = await call(zombie, "jct_claim_task", task_id=task_id)
-            async with core.db.write() as conn:
-                past = datetime.now(UTC) - timedelta(hours=1)
-                await conn.execute(
-                    update(tables.runs).where(tables.runs.c.id == stale["run_id"]).values(lease_expires_at=past)
-                )
-            assert (await sweeper.sweep_expired_leases(core)).requeued == 1
+            await lapse_and_sweep(core, stale["run_id"])  # this sweep's, or the server's own
             fresh = await call(successor, "jct_claim_next")
             assert fresh["task_id"] == task_id
             before = await snapshot(core)

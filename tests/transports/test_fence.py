@@ -32,7 +32,7 @@ LIMIT = 120.0
 STATELESS = ("http-modern", "memory")
 
 
-async def _lapse_and_sweep(core: Core, run_id: str) -> None:
+async def lapse_and_sweep(core: Core, run_id: str) -> None:
     """Time passes for one run: its lease is an hour gone, and a sweep requeues its task: this one, or the
     servers' own sweeper when it comes first (each server process sweeps every few seconds)."""
     async with core.db.write() as conn:
@@ -81,7 +81,7 @@ async def test_a_zombie_never_touches_the_run_of_the_agent_that_reclaimed_its_ta
             async with transport(auto_rework=False) as zombie, transport(auto_rework=False) as successor:
                 task_id = await enqueue(zombie)
                 stale = await call(zombie, "jct_claim_task", task_id=task_id)
-                await _lapse_and_sweep(core, bare(stale["run_id"]))
+                await lapse_and_sweep(core, bare(stale["run_id"]))
                 fresh = await call(successor, "jct_claim_next")
                 assert fresh["task_id"] == task_id
                 assert fresh["run_id"] != stale["run_id"]
@@ -120,7 +120,7 @@ async def test_two_stdio_processes_sharing_jct_agent_id_are_fenced_apart(
             async with transport(agent_id="bot") as zombie, transport(agent_id="bot") as successor:
                 task_id = await enqueue(zombie)
                 stale = await call(zombie, "jct_claim_task", task_id=task_id)
-                await _lapse_and_sweep(core, bare(stale["run_id"]))
+                await lapse_and_sweep(core, bare(stale["run_id"]))
                 fresh = await call(successor, "jct_claim_next")
                 assert fresh["task_id"] == task_id
                 fresh_row, stale_row = (
