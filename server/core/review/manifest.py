@@ -136,8 +136,8 @@ async def read(core: Core, run_id: str) -> dict[str, Any] | None:
     stopped first, another process has yet to, or the disk was full) is written now from the database."""
     await core.handoffs.settled(run_id)  # written after the completion answered: not read half done
     found = await _read(core, run_id)
-    if found is None:
-        await record(core, run_id, only_if_missing=True)
+    if found is None:  # just read as missing: written without reading it again
+        await record(core, run_id)
         found = await _read(core, run_id)
     return found
 
