@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The benchmark extra (matplotlib, pyinstrument) on top of the test one, only for `make bench`.
+# The benchmark extra (matplotlib, pyinstrument, py-spy) on top of the test one, only for `make bench`.
 $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_STAMP)

@@ -37,11 +37,14 @@ import logging
 import math
 import os
 import platform
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -105,13 +108,51 @@ async def phase(
             await call(index, n)
             cell.latencies.append(time.perf_counter() - started)
 
-    cpu = cpu_seconds(server_pid)
-    started = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for index in range(len(clients)):
-            tg.start_soon(run, index)
-    cell.wall = time.perf_counter() - started
-    cell.server_cpu = cpu_seconds(server_pid) - cpu
+    async with profiled(server_pid, f"{len(clients)}-{cell.name}"):
+        cpu = cpu_seconds(server_pid)
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for index in range(len(clients)):
+                tg.start_soon(run, index)
+        cell.wall = time.perf_counter() - started
+        cell.server_cpu = cpu_seconds(server_pid) - cpu
+
+
+PROFILES: Path | None = None  # --profile: where py-spy's samples of the server go, a file per phase
+
+
+@asynccontextmanager
+async def profiled(server_pid: int, name: str) -> AsyncIterator[None]:
+    """With --profile, py-spy samples the server over the phase (collapsed stacks, one file per phase: read them
+    with `bench/stacks.py`); without, nothing. Its sampling costs the server a little CPU, so read figures from a
+    run without it."""
+    if PROFILES is None:
+        yield
+        return
+    out = PROFILES / f"{name}.txt"
+    spy = await anyio.open_process(
+        [
+            shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
+            "record",
+            "--pid",
+            str(server_pid),
+            "--format",
+            "raw",
+            "--gil",
+            "--rate",
+            "200",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    await anyio.sleep(0.5)  # py-spy attaches
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
+        await spy.wait()
 
 
 async def measure(url: str, server_pid: int, concurrency: int, calls: int, mode: str) -> dict[str, Cell]:
@@ -213,6 +254,10 @@ async def main_async(args: argparse.Namespace) -> None:
     levels = [int(part) for part in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory(prefix="jct-bench-") as tmp:
         for dialect in args.dialects:
+            if args.profile is not None:
+                global PROFILES
+                PROFILES = args.profile / dialect
+                PROFILES.mkdir(parents=True, exist_ok=True)
             settings = dict(item.split("=", 1) for item in args.pg_set)
             results = await run(
                 dialect, levels, args.calls, args.mode, Path(tmp), args.postgres_url, pg_settings=settings
@@ -230,6 +275,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,10,50", help="comma-separated client counts")
     parser.add_argument("--calls", type=int, default=600, help="calls per (call, concurrency) cell")
     parser.add_argument("--mode", choices=["legacy", "modern"], default="legacy")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the server over each phase into DIR")
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE", help="a PostgreSQL setting")
     add_database_arguments(parser)
     args = parser.parse_args()
