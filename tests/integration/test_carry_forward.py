@@ -51,6 +51,8 @@ async def test_a_killed_agents_commits_and_leftovers_reach_the_next_run_and_main
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         for name in ("app.py", "half.py", "more.py"):
             assert (work.path / "src" / name).exists(), name
+        # The task's work is merged: the killed run's branch goes with the merged run's, none is left behind.
+        assert work.git("branch", "--list", "jct/run-*").strip() == ""
 
 
 async def test_a_released_run_without_commits_starts_the_next_from_the_target(

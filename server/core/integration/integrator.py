@@ -32,6 +32,7 @@ from server.db import integrations, queries
 from server.db.records import Integration
 from server.errors import JctError
 from server.failures import every
+from server.vocab import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -219,15 +220,27 @@ async def _move(core: Core, place: Place, ref: str, new: str, old: str) -> bool 
 
 
 async def _forget_branch(core: Core, place: Place, item: Integration) -> None:
-    """The run's branch has served (its work is merged): deleted, in JCT's repository only."""
+    """The task's work is merged: the merged run's branch has served, and so have the branches of the task's
+    earlier runs (their work was carried into this run's branch, or redone on a newer target). Deleted, in JCT's
+    repository only."""
     if place.url is not None:
         return
-    branch = workspaces.branch_name(item.run_id)  # the one name a run's branch has
-    await workspace.close_merged(core, place, item.run_id)
-    try:
-        await workspaces.delete_branch(place.repo, branch, within=core.settings.git_timeout_seconds)
-    except gitcli.GitError as exc:
-        log.warning("could not delete branch %s: %s", branch, exc)
+    async with core.db.read() as conn:
+        earlier = await queries.runs_of_task(conn, item.task_id, limit=EARLIER_RUNS_FORGOTTEN)
+    run_ids = [item.run_id] + [
+        run.id for run in earlier if run.id != item.run_id and run.workspace and run.status != RunStatus.RUNNING
+    ]
+    for run_id in run_ids:
+        branch = workspaces.branch_name(run_id)  # the one name a run's branch has
+        await workspace.close_merged(core, place, run_id)
+        try:
+            await workspaces.delete_branch(place.repo, branch, within=core.settings.git_timeout_seconds)
+        except gitcli.GitError as exc:
+            log.warning("could not delete branch %s: %s", branch, exc)
+
+
+# How many of a task's runs, newest first, have their branches deleted when its work merges.
+EARLIER_RUNS_FORGOTTEN = 50
 
 
 async def _merged(core: Core, item: Integration, commit: str, trace: str | None) -> Outcome:

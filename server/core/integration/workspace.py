@@ -11,7 +11,7 @@ machine.
   check starts from the current target instead: the work must be redone on it (section 16).
 - At completion: whatever the agent left uncommitted in its worktree is committed for it (never lost
   silently, and named in the commit's message), and the branch's tip is the run's head.
-- Once the run has ended its worktree is removed (its branch stays until its work is merged): after a
+- Once the run has ended its worktree is removed (its branch stays until the task's work is merged): after a
   completion has answered (handed off), and before the merged branch is deleted at the latest; the sweeper
   removes any worktree whose run is no longer running, after a crash too.
 """
