@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import event
 
 from server.config import Settings
-from server.core.claims import queue
+from server.core.claims import leases, queue
 from server.core.review import completion
 from server.core.service import Core
-from server.db import queries
+from server.db import changes, queries
 from server.db.engine import Database
 from tests.core.helpers import ALICE, bare, enqueue
 
@@ -91,3 +91,20 @@ async def test_completions_of_one_shape_share_a_statement_and_each_writes_its_ow
         first, second = (statements for _, statements in done)
         assert len(first) == len(second)
         assert all(a is b for a, b in zip(first, second, strict=True)), "the second completion reused each statement"
+
+
+async def test_a_completion_is_never_applied_without_its_commit_being_durable(core: Core) -> None:
+    task_id = await enqueue(core, operation="analysis")
+    claimed = await queue.claim_next(core, ALICE)
+    fence = leases.fence_for(core, ALICE, task_id, claimed.run_id)
+
+    def decide(_facts: changes.Facts) -> tuple[list[changes.Write], None]:
+        raise AssertionError("refused before anything is read")
+
+    with checkouts(core.db) as taken, pytest.raises(ValueError, match="always durable"):
+        await changes.apply(core.db, fence, decide, completion=True, durable=False)
+    assert taken == [0]
+    async with core.db.read() as conn:
+        task = await queries.get_task(conn, task_id)
+    assert task is not None
+    assert task.status == "running"

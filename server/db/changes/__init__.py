@@ -50,6 +50,8 @@ async def apply(
     The one dialect fork of a fenced change. SQLite: the whole transaction as ONE call on aiosqlite's
     thread, which pays against the same steps through SQLAlchemy (several thread hops per statement): the
     figures are in bench/README.md. PostgreSQL: three round trips (fence with facts, writes, commit)."""
+    if completion and not durable:
+        raise ValueError("a completion is always durable: its outcome is answered to the agent and never redone")
     if db.is_sqlite:
         return await db.write_in_one_call(partial(change_sqlite, fence=fence, decide=decide, completion=completion))
     async with db.write() as conn:
