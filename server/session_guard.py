@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.core.claims.holders import CURRENT, HUNG_UP, Holder
+from server.core.claims.holders import CURRENT, HUNG_UP, HangUp, Holder
 from server.identity import AGENT_HEADER, agent_value
 from server.sessions import Kind, Sessions, who
 
@@ -39,7 +39,7 @@ class SessionGuard:
             if session is not None:
                 key = session.decode("latin-1")
                 if method == "POST":
-                    hung_up = anyio.Event()
+                    hung_up = HangUp()
                     with self.sessions.busy(key), held_by(self.sessions.holder(key)), noting(hung_up):
                         await self.app(scope, _hanging_up(receive, hung_up), send)
                     return
@@ -127,7 +127,7 @@ def held_by(holder: Holder) -> Iterator[None]:
 
 
 @contextmanager
-def noting(hung_up: anyio.Event) -> Iterator[None]:
+def noting(hung_up: HangUp) -> Iterator[None]:
     """The calls of this request stop waiting when `hung_up` is set (server/core/claims/holders.py HUNG_UP)."""
     token = HUNG_UP.set(hung_up)
     try:
@@ -136,7 +136,7 @@ def noting(hung_up: anyio.Event) -> Iterator[None]:
         HUNG_UP.reset(token)
 
 
-def _hanging_up(receive: Receive, hung_up: anyio.Event) -> Receive:
+def _hanging_up(receive: Receive, hung_up: HangUp) -> Receive:
     """`receive`, setting `hung_up` when it says the client disconnected (the event stream of a POST listens)."""
 
     async def noted() -> Message:

@@ -6,7 +6,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
-import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -228,23 +227,10 @@ async def unless_hung_up(work: Callable[[], Awaitable[None]]) -> None:
     """Run `work`, cancelled if the client hangs up before the call is answered (HUNG_UP): a waiting claim of a
     legacy HTTP session whose client is gone would otherwise wait out its time and claim for nobody (a claim
     committed as it is cancelled is released: server/core/claims/queue.py). An error of `work` comes out as
-    itself (a task group would wrap it in an exception group, and a refusal would read as a crash)."""
+    itself."""
     hung_up = HUNG_UP.get()
     if hung_up is None:
         await work()
         return
-    error: Exception | None = None
-    async with anyio.create_task_group() as tg:
-
-        async def watch() -> None:
-            await hung_up.wait()
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(watch)
-        try:
-            await work()
-        except Exception as exc:
-            error = exc
-        tg.cancel_scope.cancel()
-    if error is not None:
-        raise error
+    with hung_up.cancelled_by_it():
+        await work()

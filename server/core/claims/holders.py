@@ -5,13 +5,14 @@ Light on purpose: `jct serve --stdio` sets `CURRENT` before it answers `initiali
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from anyio import Event
+    from anyio import CancelScope
 
 
 @dataclass(frozen=True)
@@ -28,11 +29,43 @@ class Holder:
 # with an X-JCT-Agent header, live while that agent's listen stream is open (server/session_guard.py).
 CURRENT: ContextVar[Holder | None] = ContextVar("jct_holder", default=None)
 
-# Set when the client hangs up before the current call's answer: a legacy HTTP session's POST, whose answer
-# travels on that request's own event stream (JCT keeps no event store, so a later GET cannot resume it).
-# The SDK keeps running the call; a call that waits (jct_claim_next's wait_seconds) stops at this instead.
-# None where nothing says so (stdio, SSE and stateless requests end their calls with the connection).
-HUNG_UP: ContextVar[Event | None] = ContextVar("jct_hung_up", default=None)
+
+class HangUp:
+    """Set when the client hangs up before the current call's answer: a legacy HTTP session's POST, whose answer
+    travels on that request's own event stream (JCT keeps no event store, so a later GET cannot resume it).
+    The SDK keeps running the call; work under `cancelled_by_it` is cancelled instead. A cancel scope per call
+    and none of its own tasks: a call that never waits pays next to nothing for it."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._scopes: set[CancelScope] = set()
+
+    def set(self) -> None:
+        self._set = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    @contextmanager
+    def cancelled_by_it(self) -> Iterator[CancelScope]:
+        """A cancel scope that the hang-up cancels (at once, if it has happened)."""
+        import anyio  # not at import: `jct serve --stdio` starts lean
+
+        with anyio.CancelScope() as scope:
+            if self._set:
+                scope.cancel()
+            self._scopes.add(scope)
+            try:
+                yield scope
+            finally:
+                self._scopes.discard(scope)
+
+
+# The current call's HangUp; None where nothing says so (stdio, SSE and stateless requests end their calls with
+# the connection). A call that waits (jct_claim_next's wait_seconds) stops at it.
+HUNG_UP: ContextVar[HangUp | None] = ContextVar("jct_hung_up", default=None)
 
 
 def process_holder() -> Holder:

@@ -10,6 +10,7 @@ from typing import Any, TypeGuard
 import anyio
 from sqlalchemy import (
     BindParameter,
+    ClauseElement,
     ColumnElement,
     Float,
     Select,
@@ -224,18 +225,20 @@ class _WriteShape:
         """Each value's parameter (every one, kept or not: `build` names them all), and the values' part of the key."""
         shape: list[Any] = []
         for name, value in values.items():
-            if _is_literal(value):
-                self.params[f"{prefix}_{name}"] = value.value  # a parameter like any other value
-                type_key = value.type._static_cache_key
-                self._kept &= type_key is not NO_CACHE
-                shape.append((name, "literal", type_key))
-            elif isinstance(value, ColumnElement):
-                cache_key = value._generate_cache_key()
-                self._kept &= cache_key is not None and not cache_key.bindparams
-                shape.append((name, "sql", None if cache_key is None else cache_key.key))
-            else:
-                self.params[f"{prefix}_{name}"] = value
-                shape.append((name,))
+            if isinstance(value, ClauseElement):  # SQL or a literal; most values are plain: one isinstance for them
+                if _is_literal(value):
+                    self.params[f"{prefix}_{name}"] = value.value  # a parameter like any other value
+                    type_key = value.type._static_cache_key
+                    self._kept &= type_key is not NO_CACHE
+                    shape.append((name, "literal", type_key))
+                    continue
+                if isinstance(value, ColumnElement):
+                    cache_key = value._generate_cache_key()
+                    self._kept &= cache_key is not None and not cache_key.bindparams
+                    shape.append((name, "sql", None if cache_key is None else cache_key.key))
+                    continue
+            self.params[f"{prefix}_{name}"] = value
+            shape.append((name,))
         return tuple(shape)
 
     def build(self) -> Select[Any]:

@@ -4,9 +4,10 @@ package docstring says why it holds at READ COMMITTED)."""
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.db import holds, queries
@@ -148,6 +149,14 @@ async def _claim_picked(
     conn: AsyncConnection, picked: str, params: dict[str, object], *, untouched: bool
 ) -> dict[str, Any] | None:
     """The claim statement on the task `picked` selects; with `untouched`, only if it has no touches."""
+    row = (await conn.execute(_claim_statement(picked, untouched), params)).mappings().first()
+    return None if row is None else dict(row)
+
+
+@lru_cache(maxsize=64)
+def _claim_statement(picked: str, untouched: bool) -> TextClause:
+    """Built once per shape (a few pickers, the filters' few combinations): `text()` parses the whole statement for
+    its parameters, and SQLAlchemy memoizes a statement's cache key on the object, so a new one costs both again."""
     sql = _PG_CLAIM.format(
         picked=picked,
         untouched=" AND tasks.touches IS NULL" if untouched else "",
@@ -155,8 +164,7 @@ async def _claim_picked(
         briefing_columns=BRIEFING_SQL,
         decisions=DECISIONS_SHOWN,
     )
-    row = (await conn.execute(text(sql), params)).mappings().first()
-    return None if row is None else dict(row)
+    return text(sql)
 
 
 async def _claim_one_touching(conn: AsyncConnection, task_id: str, params: dict[str, object]) -> dict[str, Any] | None:
