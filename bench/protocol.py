@@ -33,13 +33,13 @@ beside the default.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
 import platform
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -129,30 +129,41 @@ async def profiled(server_pid: int, name: str) -> AsyncIterator[None]:
     if PROFILES is None:
         yield
         return
-    out = PROFILES / f"{name}.txt"
-    spy = await anyio.open_process(
-        [
-            shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
-            "record",
-            "--pid",
-            str(server_pid),
-            "--format",
-            "raw",
-            "--gil",
-            "--rate",
-            "200",
-            "--output",
-            str(out),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    out, log = PROFILES / f"{name}.txt", PROFILES / f"{name}.log"
+    with log.open("wb") as said:
+        spy = await anyio.open_process(
+            [
+                shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
+                "record",
+                "--pid",
+                str(server_pid),
+                "--format",
+                "raw",
+                "--gil",
+                "--rate",
+                str(PROFILE_RATE),
+                "--output",
+                str(out),
+            ],
+            stdout=said,
+            stderr=said,
+        )
     await anyio.sleep(0.5)  # py-spy attaches
+    if spy.returncode is not None:
+        raise RuntimeError(f"py-spy could not sample the server (it may lack ptrace permission): see {log}")
     try:
         yield
     finally:
-        spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
-        await spy.wait()
+        with contextlib.suppress(ProcessLookupError):
+            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
+        with anyio.fail_after(60):
+            await spy.wait()
+    if not out.exists():
+        raise RuntimeError(f"py-spy wrote no samples: see {log}")
+
+
+# py-spy's samples per second: bench/stacks.py's --rate.
+PROFILE_RATE = 200
 
 
 async def measure(url: str, server_pid: int, concurrency: int, calls: int, mode: str) -> dict[str, Cell]:

@@ -4,6 +4,9 @@ inclusive (the function or anything it called) and self (the function itself, th
     python bench/stacks.py /tmp/prof/sqlite/10-jct_report_artifact.txt [--top 40] [--match server/]
     python bench/stacks.py A.txt --against B.txt --calls 2000   # A's GIL time minus B's, in ms per call
 
+`--calls` is protocol.py's --calls for that run (each phase makes that many, rounded up to a multiple of the
+clients).
+
 Frames are `function (file:line)`; the line is dropped, so a function is one row. `--match` keeps only rows
 whose file contains the text (e.g. `server/` for JCT's own code).
 """
@@ -41,7 +44,9 @@ def main() -> None:
     parser.add_argument("profile", type=Path)
     parser.add_argument("--against", type=Path, help="a second profile: print the difference in share")
     parser.add_argument("--top", type=int, default=40)
-    parser.add_argument("--calls", type=int, default=2000, help="calls in each phase (protocol.py's --calls)")
+    parser.add_argument(
+        "--calls", type=int, default=600, help="calls in each phase: protocol.py's --calls (its default, 600)"
+    )
     parser.add_argument("--rate", type=int, default=200, help="py-spy's samples per second (protocol.py's)")
     parser.add_argument("--match", default="", help="only functions whose frame contains this text")
     args = parser.parse_args()

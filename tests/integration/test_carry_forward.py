@@ -92,3 +92,31 @@ async def test_a_conflicted_task_starts_again_from_the_current_target(
         assert space is not None
         assert space.continues_run is None
         assert space.base_commit == work.head("main")
+        # Redone on the current main and merged: the conflicted run's branch, sent back to be redone, goes too.
+        commit_in(space.model_dump(), "src/app.py", "print('goodbye, again')\n")
+        assert (await finish(core, ALICE, hit.two)).review.status == "auto_approved"
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert work.git("branch", "--list", "jct/run-*").strip() == ""
+
+
+async def test_an_earlier_runs_work_that_reached_no_merged_run_keeps_its_branch(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
+        gone = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert gone is not None
+        commit_in(gone.model_dump(), "src/app.py", "print('hello')\n")
+        await expire_claim(core, ADMIN, task_id, "its agent was killed")
+        claim = await queue.claim_task(core, BOB, task_id)
+        assert claim.workspace is not None
+        assert claim.workspace.continues_run is not None
+        # The first run's agent was not dead after all: it committed once more after the work was carried on.
+        late = commit_in(gone.model_dump(), "src/late.py", "late = 1\n", message="after the run ended")
+        commit_in(claim.workspace.model_dump(), "src/more.py", "more = 1\n")
+        await finish(core, BOB, task_id)
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert (work.path / "src" / "app.py").exists()
+        assert not (work.path / "src" / "late.py").exists()
+        kept = work.git("branch", "--list", "jct/run-*").split()
+        assert kept == [str(gone.branch)], "only the branch whose last commit reached nothing stays"
+        assert work.head(str(gone.branch)) == late

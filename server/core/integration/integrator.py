@@ -142,8 +142,10 @@ async def integrate(core: Core, item: Integration) -> Outcome:
                 return await _wait(core, item, f"the repository has no branch {item.ref!r}", trace)
             if item.commit is not None and await gitcli.is_ancestor(place.repo, item.commit, tip, within=within):
                 # This integration moved the ref before its integrator stopped: it landed.
+                await _forget_branches(core, place, item)
                 return await _merged(core, item, item.commit, trace)
             if await gitcli.is_ancestor(place.repo, item.head_commit, tip, within=within):
+                await _forget_branches(core, place, item)
                 return await _merged(core, item, tip, trace)  # already on the target (merged by a person)
             replayed = await merges.replay(
                 place.repo,
@@ -180,7 +182,7 @@ async def integrate(core: Core, item: Integration) -> Outcome:
             if isinstance(moved, str):
                 return await _wait(core, item, moved, trace)
             if moved:
-                await _forget_branch(core, place, item)
+                await _forget_branches(core, place, item)
                 return await _merged(core, item, new, trace)
             # The target moved under us: replay on its new head.
         return await _wait(core, item, f"{item.ref} kept moving while JCT integrated; trying again", trace)
@@ -219,28 +221,48 @@ async def _move(core: Core, place: Place, ref: str, new: str, old: str) -> bool 
     return True
 
 
-async def _forget_branch(core: Core, place: Place, item: Integration) -> None:
-    """The task's work is merged: the merged run's branch has served, and so have the branches of the task's
-    earlier runs (their work was carried into this run's branch, or redone on a newer target). Deleted, in JCT's
-    repository only."""
+async def _forget_branches(core: Core, place: Place, item: Integration) -> None:
+    """The task's work is merged, in JCT's repository: the merged run's branch has served (its worktree goes
+    first), and so has an earlier run's branch whose work the merged run carried (its tip is an ancestor of the
+    merged head) or that was sent back to be redone (a conflict or a failed check). An earlier run's worktree
+    still there is retired first, as the sweeper would (what its agent left is committed on its branch, so the
+    tip is judged with it). Any other earlier branch keeps work that reached nothing else, and stays. Deleting
+    is idempotent: a later pass deletes what a crash left."""
     if place.url is not None:
         return
+    within = core.settings.git_timeout_seconds
+    await workspace.close_merged(core, place, item.run_id)
+    await _delete_branch(place, workspaces.branch_name(item.run_id), within)  # the one name a run's branch has
     async with core.db.read() as conn:
-        earlier = await queries.runs_of_task(conn, item.task_id, limit=EARLIER_RUNS_FORGOTTEN)
-    run_ids = [item.run_id] + [
-        run.id for run in earlier if run.id != item.run_id and run.workspace and run.status != RunStatus.RUNNING
-    ]
-    for run_id in run_ids:
-        branch = workspaces.branch_name(run_id)  # the one name a run's branch has
-        await workspace.close_merged(core, place, run_id)
+        runs = await queries.runs_of_task(conn, item.task_id, limit=EARLIER_RUNS_FORGOTTEN)
+        earlier = [run for run in runs if run.id != item.run_id and run.workspace and run.status != RunStatus.RUNNING]
+        ended = await integrations.of_runs(conn, [run.id for run in earlier]) if earlier else {}
+    for run in earlier:
+        branch = workspaces.branch_name(run.id)
+        await workspace.retire(core, place, run)
         try:
-            await workspaces.delete_branch(place.repo, branch, within=core.settings.git_timeout_seconds)
+            tip = await gitcli.resolve(place.repo, "refs/heads/" + branch, within=within)
+            if tip is None:
+                continue
+            integration = ended.get(run.id)
+            redone = integration is not None and integration.status in (queue.CONFLICT, queue.CHECK_FAILED)
+            if not redone and not await gitcli.is_ancestor(place.repo, tip, item.head_commit, within=within):
+                continue
         except gitcli.GitError as exc:
-            log.warning("could not delete branch %s: %s", branch, exc)
+            log.warning("could not read branch %s: %s", branch, exc)
+            continue
+        await _delete_branch(place, branch, within)
 
 
-# How many of a task's runs, newest first, have their branches deleted when its work merges.
-EARLIER_RUNS_FORGOTTEN = 50
+# How many of a task's runs, newest first, are looked at for branches to delete when its work merges.
+EARLIER_RUNS_FORGOTTEN = 20
+
+
+async def _delete_branch(place: Place, branch: str, within: float) -> None:
+    try:
+        await workspaces.delete_branch(place.repo, branch, within=within)
+    except gitcli.GitError as exc:
+        log.warning("could not delete branch %s: %s", branch, exc)
 
 
 async def _merged(core: Core, item: Integration, commit: str, trace: str | None) -> Outcome:

@@ -144,6 +144,21 @@ async def close_merged(core: Core, place: Place, run_id: str) -> None:
         log.warning("could not remove the worktree of run %s: %s", run_id, exc)
 
 
+async def retire(core: Core, place: Place, run: Run) -> None:
+    """An ended run's worktree, if it is still there, goes as the sweeper takes it: what its agent left
+    uncommitted is committed on its branch first."""
+    assert run.status != RunStatus.RUNNING
+    await core.handoffs.settled(run.id)
+    path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run.id)
+    within = core.settings.git_timeout_seconds
+    try:
+        if await anyio.Path(path).is_dir():
+            await _keep_leftovers(path, run.id, within)
+            await _remove(path, within)
+    except (gitcli.GitError, OSError) as exc:
+        log.warning("could not remove the worktree of run %s: %s", run.id, exc)
+
+
 async def sweep(core: Core) -> int:
     """Remove every worktree under JCT_WORKTREES_DIR whose run is no longer running, and every check's scratch
     worktree whose integration is not being worked (its integrator died); how many went."""
