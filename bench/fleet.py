@@ -15,10 +15,10 @@ a moment and claim again. A task sent back after a conflict is claimed again by 
 workspace on the current main, and redone there.
 
 At the end: every task's integration is `merged`, main holds each task's lines exactly once (none lost, none
-twice, nothing else changed) and the user's checkout is clean at main; conflicts sent back (the audit log's
-`task.requeued` for a conflict) and tasks redone; wall time (the mission's created_at to completed_at) against
-the critical path, both nominal (depth x work seconds) and measured (the longest chain by the time agents spent
-on its tasks, redone runs included). Writes bench/results/fleet.json and the fleet rows and section of
+twice, nothing else changed), the user's checkout is clean at main and no run's branch is left; conflicts sent
+back (the audit log's `task.requeued` for a conflict) and tasks redone; wall time (the mission's created_at to
+completed_at) against the critical path, both nominal (depth x work seconds) and measured (the longest chain by
+the time agents spent on its tasks, redone runs included). Writes bench/results/fleet.json and the fleet rows and section of
 bench/RESULTS.md (bench/report.py keeps them when the suite rewrites that file).
 
 `--touches` declares touches (the files a task edits) on every other task: the server then never runs two
@@ -346,6 +346,9 @@ def check_main(repo: Path, tasks: list[Planned]) -> dict[str, Any]:
         "checkout_clean": git(repo, "status", "--porcelain") == "",
         "checkout_at_main": git(repo, "rev-parse", "HEAD") == git(repo, "rev-parse", "main"),
         "commits_on_main": int(git(repo, "rev-list", "--count", "main")),
+        # Every run's branch is deleted once its task's work merged (its own, or carried into the merged run's, or
+        # sent back to be redone): none is left behind.
+        "run_branches_left": len(git(repo, "branch", "--list", "--format=%(refname:short)", "jct/run-*").split()),
     }
 
 
@@ -484,6 +487,7 @@ def report(
         and not main["other_differences"]
         and main["checkout_clean"]
         and main["checkout_at_main"]
+        and main["run_branches_left"] == 0
         and sent_back == sum(redone.values())
     )
     return {
@@ -597,7 +601,8 @@ def section(result: dict[str, Any]) -> list[str]:
         f"{', '.join(f'{count} {status}' for status, count in result['integration_statuses'].items())} |",
         f"| lines on main | {main['lines_expected'] - len(main['lost'])} of {main['lines_expected']}; "
         f"lost {len(main['lost'])}, twice {len(main['twice'])}; checkout clean at main: "
-        f"{main['checkout_clean'] and main['checkout_at_main']} |",
+        f"{main['checkout_clean'] and main['checkout_at_main']}; "
+        f"run branches left: {main.get('run_branches_left', '-')} |",
         f"| conflicts sent back and redone | {result['conflicts_sent_back']} ({result['tasks_redone']} tasks "
         f"redone, at most {result['most_conflicts_one_task']} times one task; {result['runs']} runs in all) |",
         f"| wall time (mission created to completed) | {result['wall_seconds']:.1f} s |",
