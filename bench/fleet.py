@@ -18,8 +18,8 @@ At the end: every task's integration is `merged`, main holds each task's lines e
 twice, nothing else changed), the user's checkout is clean at main and no run's branch is left; conflicts sent
 back (the audit log's `task.requeued` for a conflict) and tasks redone; wall time (the mission's created_at to
 completed_at) against the critical path, both nominal (depth x work seconds) and measured (the longest chain by
-the time agents spent on its tasks, redone runs included). Writes bench/results/fleet.json and the fleet rows and section of
-bench/RESULTS.md (bench/report.py keeps them when the suite rewrites that file).
+the time agents spent on its tasks, redone runs included). Writes bench/results/fleet.json and the fleet rows
+and section of bench/RESULTS.md (bench/report.py keeps them when the suite rewrites that file).
 
 `--touches` declares touches (the files a task edits) on every other task: the server then never runs two
 declared tasks that share a file at once, nor one whose files wait in the merge queue.
