@@ -200,6 +200,23 @@ async def test_delete_branch_deletes_and_is_quiet_when_gone(tmp_path: Path) -> N
     assert await gitcli.resolve(repo, "jct/run-1", within=30) is None
 
 
+async def test_delete_branch_at_a_tip_keeps_a_branch_that_moved_on(tmp_path: Path) -> None:
+    work = Work(tmp_path / "w")
+    seen = work.head()
+    work.git("branch", "jct/run-1")
+    work.git("branch", "jct/run-2")
+    repo = gitcli.Repo(work.path, worktree=True)
+    work.git("checkout", "--quiet", "jct/run-2")
+    work.write("late.txt", "a commit after the tip was read\n")
+    work.commit("late")
+    work.git("checkout", "--quiet", "main")
+    with pytest.raises(gitcli.GitError):
+        await workspaces.delete_branch(repo, "jct/run-2", within=30, tip=seen)
+    assert await gitcli.resolve(repo, "jct/run-2", within=30) == work.head("jct/run-2") != seen
+    await workspaces.delete_branch(repo, "jct/run-1", within=30, tip=seen)
+    assert await gitcli.resolve(repo, "jct/run-1", within=30) is None
+
+
 async def test_delete_branch_refuses_a_branch_checked_out_in_a_worktree(tmp_path: Path) -> None:
     work = Work(tmp_path / "w")
     repo = gitcli.Repo(work.path, worktree=True)

@@ -13,10 +13,11 @@ import pytest
 from server.config import Settings
 from server.core.claims import queue
 from server.core.claims.work import release_task
-from server.core.integration import integrator
+from server.core.integration import integrator, workspace
 from server.core.operators.claims import expire_claim
 from server.core.review import reviews
 from tests.core.helpers import ADMIN, ALICE, BOB
+from tests.git.repo import Work, git
 from tests.integration.test_merge_queue import HOLDER, commit_in, conflicted, finish, one_local_task
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +121,64 @@ async def test_an_earlier_runs_work_that_reached_no_merged_run_keeps_its_branch(
         kept = work.git("branch", "--list", "jct/run-*").split()
         assert kept == [str(gone.branch)], "only the branch whose last commit reached nothing stays"
         assert work.head(str(gone.branch)) == late
+
+
+async def test_a_redone_runs_branch_with_commits_after_its_conflict_stays(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    async with conflicted(make_settings, tmp_path) as (work, core, hit):
+        branch = str(hit.workspace.branch)
+        late = commit_on(work, tmp_path / "late", branch, "src/keep.py", "keep = 1\n")
+        space = (await queue.claim_task(core, ALICE, hit.two)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/app.py", "print('goodbye, again')\n")
+        await finish(core, ALICE, hit.two)
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert work.git("branch", "--list", "--format=%(refname:short)", "jct/run-*").split() == [branch]
+        assert work.head(branch) == late
+
+
+async def test_a_merged_runs_branch_with_a_commit_after_its_completion_stays(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
+        space = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert space is not None
+        commit_in(space.model_dump(), "src/app.py", "print('hello')\n")
+        await finish(core, ALICE, task_id)
+        late = commit_on(work, tmp_path / "late", str(space.branch), "src/late.py", "late = 1\n")
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert (work.path / "src" / "app.py").exists()
+        assert work.head(str(space.branch)) == late, "the commit that did not merge keeps its branch"
+
+
+async def test_a_worktree_whose_leftovers_cannot_be_committed_stays_with_its_branch(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    async with one_local_task(make_settings, tmp_path) as (work, core, task_id):
+        gone = (await queue.claim_task(core, ALICE, task_id)).workspace
+        assert gone is not None
+        old = Path(str(gone.path))
+        commit_in(gone.model_dump(), "src/app.py", "print('hello')\n")
+        (old / "src" / "half.py").write_text("half = True\n")  # never committed: the agent was killed in git add
+        index_lock = Path(git(old, "rev-parse", "--git-path", "index.lock"))
+        (index_lock if index_lock.is_absolute() else old / index_lock).write_text("")
+        await expire_claim(core, ADMIN, task_id, "its agent was killed")
+        claim = await queue.claim_task(core, BOB, task_id)
+        assert claim.workspace is not None
+        commit_in(claim.workspace.model_dump(), "src/more.py", "more = 1\n")
+        await finish(core, BOB, task_id)
+        assert await integrator.integrate_waiting(core, HOLDER) == 1
+        assert (work.path / "src" / "app.py").exists()
+        assert (old / "src" / "half.py").read_text() == "half = True\n", "kept, never lost"
+        assert work.git("branch", "--list", "--format=%(refname:short)", "jct/run-*").split() == [str(gone.branch)]
+        assert await workspace.sweep(core) == 0  # the sweeper keeps it too, while the lock is there
+
+
+def commit_on(work: Work, checkout: Path, branch: str, name: str, text: str) -> str:
+    """A commit on `branch` made in a worktree of its own (a person's, or an agent's that kept working), which goes
+    after: the commit's id."""
+    work.git("worktree", "add", "--quiet", str(checkout), branch)
+    tip = commit_in({"path": str(checkout)}, name, text, message="after the run")
+    work.git("worktree", "remove", "--force", str(checkout))
+    return tip

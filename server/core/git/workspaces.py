@@ -128,12 +128,16 @@ async def remove(repo: gitcli.Repo, path: Path, *, within: float) -> None:
     await worktree(repo, "prune", within=within, neutralised=[])
 
 
-async def delete_branch(repo: gitcli.Repo, branch: str, *, within: float) -> None:
+async def delete_branch(repo: gitcli.Repo, branch: str, *, within: float, tip: str | None = None) -> None:
     """Delete `branch` (after its work merged); nothing to do when it is gone. A branch checked out in a
-    worktree is an error (remove the worktree first)."""
+    worktree is an error (remove the worktree first). With `tip`, only while the branch is still there (a
+    compare-and-delete: a commit that reached it meanwhile fails this, GitError, and keeps it)."""
     name = gitcli.check_branch(branch)
     clock = gitcli.Clock(within)
     if await gitcli.resolve(repo, f"refs/heads/{name}", within=clock.left()) is None:
+        return
+    if tip is not None:
+        await gitcli.write_refs(repo, "update-ref", "-d", f"refs/heads/{name}", tip, within=clock.left())
         return
     try:
         await gitcli.write_refs(repo, "branch", "-D", "--end-of-options", name, within=clock.left())

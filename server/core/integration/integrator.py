@@ -222,47 +222,40 @@ async def _move(core: Core, place: Place, ref: str, new: str, old: str) -> bool 
 
 
 async def _forget_branches(core: Core, place: Place, item: Integration) -> None:
-    """The task's work is merged, in JCT's repository: the merged run's branch has served (its worktree goes
-    first), and so has an earlier run's branch whose work the merged run carried (its tip is an ancestor of the
-    merged head) or that was sent back to be redone (a conflict or a failed check). An earlier run's worktree
-    still there is retired first, as the sweeper would (what its agent left is committed on its branch, so the
-    tip is judged with it). Any other earlier branch keeps work that reached nothing else, and stays. Deleting
-    is idempotent: a later pass deletes what a crash left."""
+    """The task's work is merged, in JCT's repository: the branches that have served go. First each run's
+    worktree still there is retired as the sweeper would (what its agent left is committed on its branch, so
+    the tip is judged with it; one that cannot be kept that way stays, with its branch). Then a branch goes when
+    everything on it reached the merge: the merged run's, and an earlier run's whose work the merged run carried,
+    when its tip is an ancestor of the merged head; or an earlier run's that was sent back to be redone (a
+    conflict, a failed check), when its tip is still what was sent back. A branch with commits of its own after
+    that (an agent that kept working) stays. Deleting is idempotent: a later pass deletes what a crash left."""
     if place.url is not None:
         return
     within = core.settings.git_timeout_seconds
-    await workspace.close_merged(core, place, item.run_id)
-    await _delete_branch(place, workspaces.branch_name(item.run_id), within)  # the one name a run's branch has
     async with core.db.read() as conn:
         runs = await queries.runs_of_task(conn, item.task_id, limit=EARLIER_RUNS_FORGOTTEN)
         earlier = [run for run in runs if run.id != item.run_id and run.workspace and run.status != RunStatus.RUNNING]
         ended = await integrations.of_runs(conn, [run.id for run in earlier]) if earlier else {}
+    reached: dict[str, str] = {item.run_id: item.head_commit}  # each run's branch goes if its tip is in this
     for run in earlier:
-        branch = workspaces.branch_name(run.id)
-        await workspace.retire(core, place, run)
+        integration = ended.get(run.id)
+        redone = integration is not None and integration.status in (queue.CONFLICT, queue.CHECK_FAILED)
+        reached[run.id] = integration.head_commit if integration is not None and redone else item.head_commit
+    for run_id, merged in reached.items():
+        if not await workspace.retire(core, place, run_id):
+            continue
+        branch = workspaces.branch_name(run_id)  # the one name a run's branch has
         try:
             tip = await gitcli.resolve(place.repo, "refs/heads/" + branch, within=within)
-            if tip is None:
+            if tip is None or not await gitcli.is_ancestor(place.repo, tip, merged, within=within):
                 continue
-            integration = ended.get(run.id)
-            redone = integration is not None and integration.status in (queue.CONFLICT, queue.CHECK_FAILED)
-            if not redone and not await gitcli.is_ancestor(place.repo, tip, item.head_commit, within=within):
-                continue
+            await workspaces.delete_branch(place.repo, branch, within=within, tip=tip)
         except gitcli.GitError as exc:
-            log.warning("could not read branch %s: %s", branch, exc)
-            continue
-        await _delete_branch(place, branch, within)
+            log.warning("could not delete branch %s: %s", branch, exc)
 
 
 # How many of a task's runs, newest first, are looked at for branches to delete when its work merges.
 EARLIER_RUNS_FORGOTTEN = 20
-
-
-async def _delete_branch(place: Place, branch: str, within: float) -> None:
-    try:
-        await workspaces.delete_branch(place.repo, branch, within=within)
-    except gitcli.GitError as exc:
-        log.warning("could not delete branch %s: %s", branch, exc)
 
 
 async def _merged(core: Core, item: Integration, commit: str, trace: str | None) -> Outcome:

@@ -12,8 +12,9 @@ machine.
 - At completion: whatever the agent left uncommitted in its worktree is committed for it (never lost
   silently, and named in the commit's message), and the branch's tip is the run's head.
 - Once the run has ended its worktree is removed (its branch stays until the task's work is merged): after a
-  completion has answered (handed off), and before the merged branch is deleted at the latest; the sweeper
-  removes any worktree whose run is no longer running, after a crash too.
+  completion has answered (handed off), and before the merged branch is deleted at the latest (`retire`); the
+  sweeper removes any worktree whose run is no longer running, after a crash too. What an ended run's worktree
+  holds is committed on its branch first; one whose leftovers cannot be (`_keep_leftovers`) stays.
 """
 
 from __future__ import annotations
@@ -128,35 +129,25 @@ async def close(core: Core, run: Run) -> None:
         log.warning("could not remove the worktree of run %s: %s", run.id, exc)
 
 
-async def close_merged(core: Core, place: Place, run_id: str) -> None:
-    """Before a merged run's branch is deleted (git refuses to delete a branch checked out in a worktree): its
-    worktree, if it is still there. The completion hands its removal off (server/core/handoff.py): this process
-    may not have done it yet, and another process's may not either."""
+async def retire(core: Core, place: Place, run_id: str) -> bool:
+    """An ended run's worktree goes as the sweeper takes it: what its agent left uncommitted is committed on
+    its branch first (`_keep_leftovers`). True when it is gone (git refuses to delete a branch checked out in a
+    worktree); False when what it holds could not be put on the branch: then it stays, and so must the branch.
+    The completion hands the removal off (server/core/handoff.py), so this process may not have done it yet;
+    another process may have deleted the directory and not yet its entry in the repository (pruned here)."""
     await core.handoffs.settled(run_id)
     path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run_id)
     within = core.settings.git_timeout_seconds
     try:
         if await anyio.Path(path).is_dir():
+            if not await _keep_leftovers(path, run_id, within):
+                return False
             await _remove(path, within)
-        # Also when another process has deleted the directory and not yet its entry in the repository.
         await workspaces.worktree(place.repo, "prune", within=within, neutralised=[])
     except (gitcli.GitError, OSError) as exc:
         log.warning("could not remove the worktree of run %s: %s", run_id, exc)
-
-
-async def retire(core: Core, place: Place, run: Run) -> None:
-    """An ended run's worktree, if it is still there, goes as the sweeper takes it: what its agent left
-    uncommitted is committed on its branch first."""
-    assert run.status != RunStatus.RUNNING
-    await core.handoffs.settled(run.id)
-    path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run.id)
-    within = core.settings.git_timeout_seconds
-    try:
-        if await anyio.Path(path).is_dir():
-            await _keep_leftovers(path, run.id, within)
-            await _remove(path, within)
-    except (gitcli.GitError, OSError) as exc:
-        log.warning("could not remove the worktree of run %s: %s", run.id, exc)
+        return False
+    return True
 
 
 async def sweep(core: Core) -> int:
@@ -180,8 +171,8 @@ async def sweep(core: Core) -> int:
         await core.handoffs.settled(run_id)  # a completion's removal under way: never keep half a deletion
         if not await anyio.Path(path).is_dir():
             continue
-        if path.parent.name != SCRATCH:
-            await _keep_leftovers(path, run_id, core.settings.git_timeout_seconds)
+        if path.parent.name != SCRATCH and not await _keep_leftovers(path, run_id, core.settings.git_timeout_seconds):
+            continue  # it holds what is on no branch: kept, never lost (said once per process)
         try:
             await _remove(path, core.settings.git_timeout_seconds)
             removed += 1
@@ -190,16 +181,46 @@ async def sweep(core: Core) -> int:
     return removed
 
 
-async def _keep_leftovers(path: Path, run_id: str, within: float) -> None:
+async def _keep_leftovers(path: Path, run_id: str, within: float) -> bool:
     """What an agent left uncommitted in the worktree of a run that ended without completing (it expired, was
-    released or cancelled), committed on its branch before the worktree goes, so the next run carries it."""
+    released or cancelled), committed on its branch before the worktree goes, so the next run carries it. True
+    when everything the worktree holds is then on the run's branch; False (said once per process) when it is
+    not: the index is locked, HEAD is off the branch with commits or changes of its own, or git cannot read it.
+    Such a worktree must stay. A directory without `.git` is no worktree (a claim that died making it): True."""
+    if not await anyio.Path(path / ".git").exists():
+        return True
     try:
+        ref = "refs/heads/" + workspaces.branch_name(run_id)
+        repo = gitcli.Repo(path, worktree=True)
+        head = await gitcli.git(repo, "symbolic-ref", "-q", "HEAD", within=within, ok=(0, 1), neutralised=[])
+        if head.text.strip() != ref:
+            if await _nothing_off(repo, ref, within):
+                return True
+            raise gitcli.GitError(f"HEAD is not {ref[len('refs/heads/') :]}, and holds work that is not on it")
         committed = await workspaces.commit_leftovers(path, message=LEFTOVERS_MESSAGE, within=within)
     except (JctError, gitcli.GitError, OSError) as exc:
-        log.warning("could not keep what run %s left uncommitted: %s", run_id, exc)
-        return
+        if run_id not in _KEPT:
+            _KEPT.add(run_id)
+            log.warning("kept the worktree of run %s (%s): what it holds is on no branch: %s", run_id, path, exc)
+        return False
     if committed is not None:
         log.info("committed leftovers of ended run %s as %s", run_id, committed)
+    return True
+
+
+# The runs whose worktree `_keep_leftovers` kept, said once per process (the sweeper looks again every pass).
+_KEPT: set[str] = set()
+
+
+async def _nothing_off(repo: gitcli.Repo, ref: str, within: float) -> bool:
+    """A worktree whose HEAD left the run's branch holds nothing of its own: its commit is on the branch and
+    nothing is changed or untracked (ignored files aside)."""
+    head = await gitcli.resolve(repo, "HEAD", within=within)
+    tip = await gitcli.resolve(repo, ref, within=within)
+    if head is None or tip is None or not await gitcli.is_ancestor(repo, head, tip, within=within):
+        return False
+    status = await gitcli.git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", within=within)
+    return status.text == ""
 
 
 def scratch_path(core: Core, run_id: str) -> Path:
