@@ -53,7 +53,7 @@ async def test_a_killed_agents_commits_and_leftovers_reach_the_next_run_and_main
         for name in ("app.py", "half.py", "more.py"):
             assert (work.path / "src" / name).exists(), name
         # The task's work is merged: the killed run's branch goes with the merged run's, none is left behind.
-        assert work.git("branch", "--list", "jct/run-*").strip() == ""
+        assert run_branches(work) == []
 
 
 async def test_a_released_run_without_commits_starts_the_next_from_the_target(
@@ -97,7 +97,7 @@ async def test_a_conflicted_task_starts_again_from_the_current_target(
         commit_in(space.model_dump(), "src/app.py", "print('goodbye, again')\n")
         assert (await finish(core, ALICE, hit.two)).review.status == "auto_approved"
         assert await integrator.integrate_waiting(core, HOLDER) == 1
-        assert work.git("branch", "--list", "jct/run-*").strip() == ""
+        assert run_branches(work) == []
 
 
 async def test_an_earlier_runs_work_that_reached_no_merged_run_keeps_its_branch(
@@ -118,8 +118,7 @@ async def test_an_earlier_runs_work_that_reached_no_merged_run_keeps_its_branch(
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         assert (work.path / "src" / "app.py").exists()
         assert not (work.path / "src" / "late.py").exists()
-        kept = work.git("branch", "--list", "jct/run-*").split()
-        assert kept == [str(gone.branch)], "only the branch whose last commit reached nothing stays"
+        assert run_branches(work) == [str(gone.branch)], "only the branch whose last commit reached nothing stays"
         assert work.head(str(gone.branch)) == late
 
 
@@ -134,7 +133,7 @@ async def test_a_redone_runs_branch_with_commits_after_its_conflict_stays(
         commit_in(space.model_dump(), "src/app.py", "print('goodbye, again')\n")
         await finish(core, ALICE, hit.two)
         assert await integrator.integrate_waiting(core, HOLDER) == 1
-        assert work.git("branch", "--list", "--format=%(refname:short)", "jct/run-*").split() == [branch]
+        assert run_branches(work) == [branch]
         assert work.head(branch) == late
 
 
@@ -171,7 +170,7 @@ async def test_a_worktree_whose_leftovers_cannot_be_committed_stays_with_its_bra
         assert await integrator.integrate_waiting(core, HOLDER) == 1
         assert (work.path / "src" / "app.py").exists()
         assert (old / "src" / "half.py").read_text() == "half = True\n", "kept, never lost"
-        assert work.git("branch", "--list", "--format=%(refname:short)", "jct/run-*").split() == [str(gone.branch)]
+        assert run_branches(work) == [str(gone.branch)]
         assert await workspace.sweep(core) == 0  # the sweeper keeps it too, while the lock is there
 
 
@@ -182,3 +181,8 @@ def commit_on(work: Work, checkout: Path, branch: str, name: str, text: str) -> 
     tip = commit_in({"path": str(checkout)}, name, text, message="after the run")
     work.git("worktree", "remove", "--force", str(checkout))
     return tip
+
+
+def run_branches(work: Work) -> list[str]:
+    """The runs' branches (`jct/run-*`) left in the repository."""
+    return work.git("branch", "--list", "--format=%(refname:short)", "jct/run-*").split()

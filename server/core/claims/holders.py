@@ -45,12 +45,9 @@ class HangUp:
         for scope in list(self._scopes):
             scope.cancel()
 
-    def is_set(self) -> bool:
-        return self._set
-
     @contextmanager
-    def cancelled_by_it(self) -> Iterator[CancelScope]:
-        """A cancel scope that the hang-up cancels (at once, if it has happened)."""
+    def cancelled_by_it(self) -> Iterator[None]:
+        """The block runs in a cancel scope that the hang-up cancels (at once, if it has happened)."""
         import anyio  # not at import: `jct serve --stdio` starts lean
 
         with anyio.CancelScope() as scope:
@@ -58,7 +55,7 @@ class HangUp:
                 scope.cancel()
             self._scopes.add(scope)
             try:
-                yield scope
+                yield
             finally:
                 self._scopes.discard(scope)
 

@@ -238,9 +238,9 @@ async def _forget_branches(core: Core, place: Place, item: Integration) -> None:
         ended = await integrations.of_runs(conn, [run.id for run in earlier]) if earlier else {}
     reached: dict[str, str] = {item.run_id: item.head_commit}  # each run's branch goes if its tip is in this
     for run in earlier:
-        integration = ended.get(run.id)
-        redone = integration is not None and integration.status in (queue.CONFLICT, queue.CHECK_FAILED)
-        reached[run.id] = integration.head_commit if integration is not None and redone else item.head_commit
+        sent_back = ended.get(run.id)
+        redone = sent_back is not None and sent_back.status in (queue.CONFLICT, queue.CHECK_FAILED)
+        reached[run.id] = sent_back.head_commit if redone and sent_back is not None else item.head_commit
     for run_id, merged in reached.items():
         if not await workspace.retire(core, place, run_id):
             continue

@@ -135,17 +135,14 @@ async def retire(core: Core, place: Place, run_id: str) -> bool:
     worktree); False when what it holds could not be put on the branch: then it stays, and so must the branch.
     The completion hands the removal off (server/core/handoff.py), so this process may not have done it yet;
     another process may have deleted the directory and not yet its entry in the repository (pruned here)."""
-    await core.handoffs.settled(run_id)
     path = workspaces.worktree_path(core.settings.worktrees, place.repo.path, run_id)
     within = core.settings.git_timeout_seconds
+    if await _take_down(core, path, run_id, leftovers=True) is False:
+        return False
     try:
-        if await anyio.Path(path).is_dir():
-            if not await _keep_leftovers(path, run_id, within):
-                return False
-            await _remove(path, within)
         await workspaces.worktree(place.repo, "prune", within=within, neutralised=[])
-    except (gitcli.GitError, OSError) as exc:
-        log.warning("could not remove the worktree of run %s: %s", run_id, exc)
+    except gitcli.GitError as exc:
+        log.warning("could not prune the worktree of run %s: %s", run_id, exc)
         return False
     return True
 
@@ -168,17 +165,27 @@ async def sweep(core: Core) -> int:
         live = run_id in merging if path.parent.name == SCRATCH else statuses.get(run_id) == RunStatus.RUNNING
         if live:
             continue
-        await core.handoffs.settled(run_id)  # a completion's removal under way: never keep half a deletion
-        if not await anyio.Path(path).is_dir():
-            continue
-        if path.parent.name != SCRATCH and not await _keep_leftovers(path, run_id, core.settings.git_timeout_seconds):
-            continue  # it holds what is on no branch: kept, never lost (said once per process)
-        try:
-            await _remove(path, core.settings.git_timeout_seconds)
+        if await _take_down(core, path, run_id, leftovers=path.parent.name != SCRATCH):
             removed += 1
-        except (gitcli.GitError, OSError) as exc:
-            log.warning("could not remove worktree %s: %s", path, exc)
     return removed
+
+
+async def _take_down(core: Core, path: Path, run_id: str, *, leftovers: bool) -> bool | None:
+    """The worktree at `path` of a run that has ended, removed once a removal under way in this process is done
+    (never keep half a deletion) and, with `leftovers`, what its agent left is on its branch (`_keep_leftovers`).
+    None: nothing was there; True: removed; False: kept (it holds what is on no branch) or not removable."""
+    await core.handoffs.settled(run_id)
+    if not await anyio.Path(path).is_dir():
+        return None
+    within = core.settings.git_timeout_seconds
+    if leftovers and not await _keep_leftovers(path, run_id, within):
+        return False  # never lost (said once per process)
+    try:
+        await _remove(path, within)
+    except (gitcli.GitError, OSError) as exc:
+        log.warning("could not remove worktree %s: %s", path, exc)
+        return False
+    return True
 
 
 async def _keep_leftovers(path: Path, run_id: str, within: float) -> bool:
@@ -190,13 +197,13 @@ async def _keep_leftovers(path: Path, run_id: str, within: float) -> bool:
     if not await anyio.Path(path / ".git").exists():
         return True
     try:
-        ref = "refs/heads/" + workspaces.branch_name(run_id)
+        branch = workspaces.branch_name(run_id)
         repo = gitcli.Repo(path, worktree=True)
         head = await gitcli.git(repo, "symbolic-ref", "-q", "HEAD", within=within, ok=(0, 1), neutralised=[])
-        if head.text.strip() != ref:
-            if await _nothing_off(repo, ref, within):
+        if head.text.strip() != f"refs/heads/{branch}":
+            if await _nothing_off(repo, f"refs/heads/{branch}", within):
                 return True
-            raise gitcli.GitError(f"HEAD is not {ref[len('refs/heads/') :]}, and holds work that is not on it")
+            raise gitcli.GitError(f"HEAD is not {branch}, and holds work that is not on it")
         committed = await workspaces.commit_leftovers(path, message=LEFTOVERS_MESSAGE, within=within)
     except (JctError, gitcli.GitError, OSError) as exc:
         if run_id not in _KEPT:
